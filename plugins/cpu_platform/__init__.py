@@ -1,0 +1,40 @@
+"""Plugin ``cpu_platform``: a verl device platform for machines without an accelerator.
+
+verl 0.9.1 resolves every device call through ``verl.plugin.platform`` and ships CUDA, NPU
+and ROCm platforms only. This plugin registers a ``cpu`` platform there. It is never
+auto-detected: a run selects it with ``VERL_PLATFORM=cpu`` (the ``cpu_tiny`` preset sets it
+in every Ray worker), so GPU machines are unaffected.
+"""
+
+from reasonrl.contracts import PluginInfo, Registration
+from reasonrl.hookspecs import hookimpl
+
+PLATFORM_NAME = "cpu"
+
+
+def _register_with_verl() -> None:
+    from reasonrl.plugins.cpu_platform.verl_platform import register
+
+    register(PLATFORM_NAME)
+
+
+@hookimpl
+def reasonrl_plugin_info() -> PluginInfo:
+    return PluginInfo(
+        name="cpu_platform",
+        summary="verl device platform 'cpu' (select with VERL_PLATFORM=cpu) for CPU-only smoke runs",
+        reports=(),
+    )
+
+
+@hookimpl
+def reasonrl_verl_registrations() -> list[Registration]:
+    return [
+        Registration(
+            upstream="verl",
+            kind="platform",
+            name=PLATFORM_NAME,
+            apply=_register_with_verl,
+            description="verl.plugin.platform.PlatformRegistry['cpu'] = PlatformCPU",
+        )
+    ]

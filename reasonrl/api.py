@@ -1,0 +1,44 @@
+"""Public facade for code that uses reasonrl without the CLI (scripts, tests, other trainers)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from reasonrl.config import ConfigError, validate_reasonrl_section
+from reasonrl.contracts import ConfigGroup
+from reasonrl.manager import call_each
+
+
+def config_groups() -> dict[str, ConfigGroup]:
+    """Every ``reasonrl.<group>`` any installed plugin declares, by group name."""
+    groups: dict[str, ConfigGroup] = {}
+    for plugin, declared in call_each("reasonrl_config_groups"):
+        for group in declared:
+            if group.name in groups:
+                raise ConfigError(f"reasonrl.{group.name}", f"declared twice (again by plugin {plugin!r})")
+            groups[group.name] = group
+    return groups
+
+
+def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate a composed run config: the ``reasonrl`` section against every plugin's schema,
+    then each plugin's cross-field checks. Returns ``{group: validated schema instance}``."""
+    from omegaconf import DictConfig, OmegaConf
+
+    section = config.get("reasonrl")
+    if isinstance(section, DictConfig):
+        section = OmegaConf.to_container(section, resolve=True)
+    validated = validate_reasonrl_section(section, config_groups())
+    for _plugin, _result in call_each("reasonrl_check_config", reraise=(ConfigError,), config=config):
+        pass  # a check answers by raising ConfigError; return values are ignored
+    return validated
+
+
+def megatron_layer_spec(name: str, **kwargs: Any) -> Any:
+    """Build the Megatron-core layer spec that a plugin registered under ``name``."""
+    builders: dict[str, Callable[..., Any]] = {}
+    for _plugin, specs in call_each("reasonrl_megatron_layer_specs"):
+        builders.update(specs)
+    if name not in builders:
+        raise KeyError(f"no plugin provides a Megatron layer spec named {name!r}; known: {sorted(builders)}")
+    return builders[name](**kwargs)

@@ -1,0 +1,1 @@
+"""The ``reasonrl`` command line."""

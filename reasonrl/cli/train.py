@@ -1,0 +1,138 @@
+"""``reasonrl train recipe=<name> [overrides]``: verl's trainer with a reasonrl recipe.
+
+The arguments are Hydra's (overrides, ``--cfg job``, ``--help``, ``-m``). Before Hydra runs,
+the config is composed once and validated (``reasonrl.*`` keys, plugin checks), so a bad
+value fails before any work starts — also with ``--cfg job``. The run itself is verl's own
+``verl.trainer.main_ppo.main`` body on the composed config: reasonrl adds no trainer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from reasonrl.contracts import CliCommand
+
+CONFIG_MODULE = "reasonrl.hydra_configs"
+CONFIG_NAME = "reasonrl_trainer"
+VERL_CONFIG_SEARCHPATH = "pkg://verl.trainer.config"
+
+
+def plugin_searchpath() -> list[str]:
+    """Hydra search-path entries contributed by plugins (their own config groups)."""
+    from reasonrl.manager import call_each
+
+    return [entry for _plugin, entries in call_each("reasonrl_hydra_searchpath") for entry in entries]
+
+
+def with_searchpath(overrides: list[str]) -> list[str]:
+    """Add the plugins' search-path entries to the user's overrides (if any)."""
+    extra = plugin_searchpath()
+    if not extra:
+        return list(overrides)
+    return [*overrides, f"hydra.searchpath=[{','.join([VERL_CONFIG_SEARCHPATH, *extra])}]"]
+
+
+def compose_config(overrides: list[str]) -> Any:
+    """Compose the run config as ``reasonrl train`` would, without running anything."""
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module(CONFIG_MODULE, version_base=None):
+        return compose(CONFIG_NAME, overrides=with_searchpath(overrides))
+
+
+def export_runtime_env(config: Any) -> None:
+    """Give the driver the env vars the config gives every Ray worker (e.g. VERL_PLATFORM)."""
+    env_vars = config.get("ray_kwargs", {}).get("ray_init", {}).get("runtime_env", {}).get("env_vars", {}) or {}
+    for key, value in env_vars.items():
+        os.environ.setdefault(str(key), str(value))
+
+
+def check_verl_bridge() -> None:
+    """Import verl and make sure reasonrl's bridge ran and every plugin loaded."""
+    import verl  # noqa: F401  (runs the verl.plugins entry points, ours included)
+
+    from reasonrl.bridges import STATUS
+    from reasonrl.manager import load_errors
+
+    if not STATUS["verl"].ran:
+        raise RuntimeError(
+            "reasonrl's verl bridge did not run during `import verl`. Check that reasonrl is installed "
+            "in this environment and that VERL_USE_EXTERNAL_PLUGINS allows 'reasonrl' "
+            f"(now {os.environ.get('VERL_USE_EXTERNAL_PLUGINS', 'auto')!r})."
+        )
+    errors = load_errors()
+    if errors and os.environ.get("REASONRL_ALLOW_PLUGIN_ERRORS") != "1":
+        lines = "\n".join(f"  - {e.plugin} ({e.where}): {e.error}" for e in errors)
+        raise RuntimeError(
+            f"{len(errors)} reasonrl plugin failure(s); a run would silently lack them:\n{lines}\n"
+            "Fix or uninstall the plugin, or set REASONRL_ALLOW_PLUGIN_ERRORS=1 to run anyway."
+        )
+
+
+def run_training(config: Any) -> None:
+    """Validate, load the plugins, and hand the config to verl's own trainer entry point."""
+    from reasonrl.api import validate_config
+
+    validate_config(config)
+    export_runtime_env(config)
+    check_verl_bridge()
+    from verl.trainer.main_ppo import main as verl_main
+
+    # verl's `main` is a @hydra.main function; __wrapped__ is its body (device selection,
+    # verl's own validation, Ray start, TaskRunner) without a second Hydra run.
+    verl_main.__wrapped__(config)
+
+
+def _hydra_app() -> None:
+    import hydra
+
+    @hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name=CONFIG_NAME, version_base=None)
+    def app(config: Any) -> None:
+        run_training(config)
+
+    app()
+
+
+def _skips_precheck(args: argparse.Namespace) -> bool:
+    return bool(args.help or args.hydra_help or args.info or args.shell_completion or args.multirun)
+
+
+def main(argv: list[str]) -> int:
+    """Entry for ``reasonrl train``; returns the process exit code."""
+    from hydra._internal.utils import get_args_parser  # Hydra's own CLI grammar
+
+    args = get_args_parser().parse_args(argv)
+    if not _skips_precheck(args):
+        from hydra.errors import HydraException
+        from omegaconf.errors import OmegaConfBaseException
+
+        from reasonrl.api import validate_config
+        from reasonrl.config import ConfigError
+
+        try:
+            validate_config(compose_config(args.overrides))
+        except (ConfigError, HydraException, OmegaConfBaseException) as exc:
+            print(f"reasonrl train: invalid config: {exc}", file=sys.stderr)
+            return 2
+    sys.argv = ["reasonrl train", *argv, *with_searchpath([])]
+    _hydra_app()
+    return 0
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. recipe=mimo +preset=cpu_tiny; see `reasonrl train --help`")
+
+
+def _run(args: argparse.Namespace) -> int:  # only reached through build_parser, e.g. in tests
+    return main(list(args.overrides))
+
+
+COMMAND = CliCommand(
+    name="train",
+    help="run verl's trainer with a recipe: reasonrl train recipe=<mimo|kimi_k15|longcat|nemotron> [overrides] [--cfg job]",
+    configure=_configure,
+    run=_run,
+)

@@ -1,0 +1,157 @@
+"""Validation of the ``reasonrl`` section of a composed config.
+
+Every plugin's knobs live at ``reasonrl.<group>``; the group's schema is a dataclass whose
+fields are declared with :func:`knob` (default, help text, allowed range or choices). The
+whole section is checked before any work starts: unknown groups, unknown keys, wrong types
+and out-of-range values all raise :class:`ConfigError` naming the full key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from typing import Any, Iterable, Mapping
+
+from reasonrl.contracts import ConfigGroup
+
+#: Keys under ``reasonrl`` that belong to reasonrl itself rather than to a plugin.
+RESERVED_KEYS = frozenset({"recipe", "preset"})
+
+
+class ConfigError(ValueError):
+    """A reasonrl config value that cannot run; ``key`` is the full dotted key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+def knob(
+    default: Any = dataclasses.MISSING,
+    *,
+    help: str,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    choices: Iterable[Any] | None = None,
+) -> Any:
+    """A schema field with its help text and allowed values.
+
+    ``low``/``high`` bound numbers (closed unless ``low_open``/``high_open``), ``choices``
+    lists the allowed values. Mutable defaults (lists, dicts) are copied per instance.
+    """
+    metadata = {
+        "help": help,
+        "low": low,
+        "high": high,
+        "low_open": low_open,
+        "high_open": high_open,
+        "choices": tuple(choices) if choices is not None else None,
+    }
+    if isinstance(default, (list, dict, set)):
+        return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def allowed_range(metadata: Mapping[str, Any]) -> str:
+    """Human text for a knob's allowed values, e.g. ``(0, 1]`` or ``one of ['a', 'b']``."""
+    if metadata.get("choices") is not None:
+        return f"one of {list(metadata['choices'])}"
+    low, high = metadata.get("low"), metadata.get("high")
+    if low is None and high is None:
+        return "any value"
+    left = "(" if metadata.get("low_open") or low is None else "["
+    right = ")" if metadata.get("high_open") or high is None else "]"
+    return f"{left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
+
+
+def _in_range(value: float, metadata: Mapping[str, Any]) -> bool:
+    low, high = metadata.get("low"), metadata.get("high")
+    if low is not None and (value < low or (metadata.get("low_open") and value == low)):
+        return False
+    if high is not None and (value > high or (metadata.get("high_open") and value == high)):
+        return False
+    return True
+
+
+def _coerce(key: str, value: Any, annotation: Any) -> Any:
+    """Check ``value`` against a field annotation; ints are accepted where floats are."""
+    origin = typing.get_origin(annotation)
+    options = typing.get_args(annotation) if origin in (typing.Union, types.UnionType) else (annotation,)
+    if value is None:
+        if type(None) in options:
+            return None
+        raise ConfigError(key, "must not be null")
+    if Any in options:
+        return value
+    for option in options:
+        base = typing.get_origin(option) or option
+        if base is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if base is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if base in (bool, str) and isinstance(value, base):
+            return value
+        if base in (list, tuple) and isinstance(value, (list, tuple)):
+            return list(value)
+        if base is dict and isinstance(value, Mapping):
+            return dict(value)
+    names = [getattr(o, "__name__", str(o)) for o in options]
+    raise ConfigError(key, f"expected {' or '.join(names)}, got {type(value).__name__} {value!r}")
+
+
+def validate_group(group: ConfigGroup, values: Mapping[str, Any] | None, prefix: str = "reasonrl") -> Any:
+    """Build ``group.schema`` from ``values``, checking keys, types, ranges and ``check()``."""
+    base = f"{prefix}.{group.name}"
+    values = dict(values or {})
+    fields = {f.name: f for f in dataclasses.fields(group.schema)}
+    hints = typing.get_type_hints(group.schema)
+    for key in values:
+        if key not in fields:
+            hint = difflib.get_close_matches(key, fields, n=1)
+            suggestion = f" Did you mean '{hint[0]}'?" if hint else ""
+            raise ConfigError(f"{base}.{key}", f"unknown key.{suggestion} Known keys: {sorted(fields)}")
+    kwargs = {}
+    for name, spec in fields.items():
+        key = f"{base}.{name}"
+        if name not in values:
+            if spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING:
+                raise ConfigError(key, f"is required ({spec.metadata.get('help', '')})")
+            continue
+        value = _coerce(key, values[name], hints[name])
+        meta = spec.metadata
+        if meta.get("choices") is not None and value not in meta["choices"]:
+            raise ConfigError(key, f"= {value!r} is not allowed: allowed {allowed_range(meta)}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not _in_range(value, meta):
+            raise ConfigError(key, f"= {value!r} is out of range: allowed {allowed_range(meta)}")
+        kwargs[name] = value
+    instance = group.schema(**kwargs)
+    check = getattr(instance, "check", None)
+    if callable(check):
+        try:
+            check()
+        except ConfigError:
+            raise
+        except ValueError as exc:
+            raise ConfigError(base, str(exc)) from exc
+    return instance
+
+
+def validate_reasonrl_section(section: Mapping[str, Any] | None, groups: Mapping[str, ConfigGroup]) -> dict[str, Any]:
+    """Validate the whole ``reasonrl`` mapping; return ``{group name: schema instance}``."""
+    validated: dict[str, Any] = {}
+    for name, values in dict(section or {}).items():
+        if name in RESERVED_KEYS:
+            continue
+        if name not in groups:
+            hint = difflib.get_close_matches(name, list(groups), n=1)
+            suggestion = f" Did you mean 'reasonrl.{hint[0]}'?" if hint else ""
+            known = sorted(groups) or "none installed"
+            raise ConfigError(f"reasonrl.{name}", f"no installed plugin declares this config group.{suggestion} Known groups: {known}")
+        if values is not None and not isinstance(values, Mapping):
+            raise ConfigError(f"reasonrl.{name}", f"must be a mapping of knobs, got {values!r}")
+        validated[name] = validate_group(groups[name], values)
+    return validated

@@ -1,0 +1,65 @@
+"""Plain data records that plugins hand back from their hooks (see :mod:`reasonrl.hookspecs`)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+UPSTREAMS = ("verl", "vllm", "megatron")
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """Who a plugin is. ``reports`` cites the report sections it implements."""
+
+    name: str
+    summary: str
+    reports: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One thing registered with an upstream registry.
+
+    ``apply`` performs the registration (the upstream import happens inside it). It must be
+    idempotent: bridges may run it in many processes and, in one process, more than once.
+    """
+
+    upstream: str
+    kind: str
+    name: str
+    apply: Callable[[], Any]
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.upstream not in UPSTREAMS:
+            raise ValueError(f"Registration.upstream must be one of {UPSTREAMS}, got {self.upstream!r}")
+        if not self.kind or not self.name:
+            raise ValueError("Registration needs a non-empty kind and name")
+        if not callable(self.apply):
+            raise TypeError(f"Registration {self.kind}:{self.name}: apply must be callable")
+
+
+@dataclass(frozen=True)
+class ConfigGroup:
+    """The knobs of one plugin, living at ``reasonrl.<name>`` in the composed config.
+
+    ``schema`` is a dataclass whose fields use :func:`reasonrl.config.knob`; its optional
+    ``check(self)`` method raises :class:`reasonrl.config.ConfigError` for cross-field rules.
+    """
+
+    name: str
+    schema: type
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class CliCommand:
+    """A ``reasonrl <name>`` sub-command: ``configure`` adds arguments, ``run`` returns an exit code."""
+
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    aliases: tuple[str, ...] = field(default=())

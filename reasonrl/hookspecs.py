@@ -1,0 +1,109 @@
+"""The plugin contract: every hook a reasonrl plugin may implement.
+
+This module is the one place a plugin author reads. A plugin is any importable object
+(usually a module) listed in the ``reasonrl.plugins`` entry-point group whose functions
+are marked with :data:`hookimpl`. Built-in plugins (``reasonrl.plugins.*``) are found the
+same way as third-party ones. Every hook is optional; each returns plain data so that
+``reasonrl plugins`` can list what a plugin contributes without importing any upstream.
+
+Upstream imports (verl, vLLM, Megatron-core) belong inside the callables a plugin
+returns (``Registration.apply``, layer-spec builders, ``Patch.apply``), never at the top
+of the plugin module: the hooks are called in processes that have none of them loaded.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import pluggy
+
+from reasonrl.contracts import CliCommand, ConfigGroup, PluginInfo, Registration
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from omegaconf import DictConfig
+
+    from reasonrl.patching import Patch
+
+PROJECT = "reasonrl"
+ENTRY_POINT_GROUP = "reasonrl.plugins"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def reasonrl_plugin_info() -> PluginInfo:
+    """Describe the plugin: its name, a one-line summary and the report sections it implements.
+
+    Required in practice: ``reasonrl plugins`` and the contract tests use it.
+    """
+
+
+@hookspec
+def reasonrl_verl_registrations() -> list[Registration]:
+    """What the plugin registers with verl (``upstream="verl"``).
+
+    ``kind`` names the verl registry: ``policy_loss`` (``core_algos.register_policy_loss``),
+    ``adv_estimator`` (``register_adv_est``), ``reward_manager``, ``agent_loop``,
+    ``platform`` (``PlatformRegistry.register``), ``trainer`` (``register_trainer``), or
+    another verl registry. ``apply()`` performs the registration; the verl bridge calls it
+    while ``import verl`` runs, in the driver and in every Ray worker, so it must be cheap
+    and safe to call more than once.
+    """
+
+
+@hookspec
+def reasonrl_vllm_registrations() -> list[Registration]:
+    """What the plugin registers with vLLM (``upstream="vllm"``): models, drafters, ….
+
+    The vLLM bridge (a ``vllm.general_plugins`` entry point) calls each ``apply()`` once per
+    process; vLLM may load general plugins in several processes (engine core, workers).
+    """
+
+
+@hookspec
+def reasonrl_megatron_layer_specs() -> dict[str, Callable[..., Any]]:
+    """Megatron-core layer specs by name: ``name -> builder(**kwargs) -> ModuleSpec``.
+
+    Names are global; fetch one with :func:`reasonrl.api.megatron_layer_spec`.
+    NeMo 2.x builds its LLMs on Megatron-core, so these specs are also the NeMo route.
+    """
+
+
+@hookspec
+def reasonrl_config_groups() -> list[ConfigGroup]:
+    """The plugin's knobs: one :class:`ConfigGroup` per ``reasonrl.<name>`` config section.
+
+    Each group's schema is a dataclass built with :func:`reasonrl.config.knob`; the composed
+    config is validated against it before any work starts.
+    """
+
+
+@hookspec
+def reasonrl_hydra_searchpath() -> list[str]:
+    """Extra Hydra search-path entries (e.g. ``pkg://my_plugin.conf``) holding the plugin's
+    config groups (``reasonrl/<name>/<option>.yaml``). Built-in plugins keep theirs in
+    ``hydra_configs/`` and return nothing here."""
+
+
+@hookspec
+def reasonrl_check_config(config: DictConfig) -> None:
+    """Cross-field and cross-plugin checks on the whole composed config.
+
+    Raise :class:`reasonrl.config.ConfigError` naming the offending key(s) to stop the run
+    before any work starts (e.g. two samplers that cannot be stacked).
+    """
+
+
+@hookspec
+def reasonrl_patches() -> list[Patch]:
+    """Version-guarded changes to upstream code for what no extension point allows.
+
+    See :mod:`reasonrl.patching`. Each patch names its upstream package, the version range it
+    applies to and the upstream issue it works around.
+    """
+
+
+@hookspec
+def reasonrl_cli_commands() -> list[CliCommand]:
+    """Sub-commands added to the ``reasonrl`` CLI (``reasonrl <name> …``)."""

