@@ -57,18 +57,21 @@ def _unknown_hooks(plugin: object) -> list[str]:
     )
 
 
-def register_plugin(manager: pluggy.PluginManager, plugin: object, name: str) -> bool:
-    """Register one plugin object after checking it against the hook contract."""
+def register_plugin(manager: pluggy.PluginManager, plugin: object, name: str) -> LoadError | None:
+    """Register one plugin object after checking it against the hook contract; return the
+    reported error, or None when it registered."""
     unknown = _unknown_hooks(plugin)
+    error = None
     if unknown:
-        report(LoadError(name, "contract", f"implements hooks the contract does not define: {unknown}"))
-        return False
-    try:
-        manager.register(plugin, name=name)
-    except Exception as exc:  # pluggy.PluginValidationError, duplicate names
-        report(LoadError(name, "register", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-        return False
-    return True
+        error = LoadError(name, "contract", f"implements hooks the contract does not define: {unknown}")
+    else:
+        try:
+            manager.register(plugin, name=name)
+        except Exception as exc:  # pluggy.PluginValidationError, duplicate names
+            error = LoadError(name, "register", f"{type(exc).__name__}: {exc}", traceback.format_exc())
+    if error is not None:
+        report(error)
+    return error
 
 
 def new_plugin_manager(discover: bool = True) -> pluggy.PluginManager:

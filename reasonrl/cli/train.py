@@ -96,6 +96,34 @@ def _hydra_app() -> None:
     app()
 
 
+def _options(group: str) -> list[str]:
+    from importlib.resources import files
+
+    folder = files(CONFIG_MODULE) / group
+    return sorted(entry.name[: -len(".yaml")] for entry in folder.iterdir() if entry.name.endswith(".yaml"))
+
+
+def usage() -> str:
+    """``reasonrl train --help`` without a recipe (Hydra's own help needs one to compose)."""
+    from reasonrl.api import config_groups
+
+    groups = ", ".join(f"reasonrl.{name}" for name in sorted(config_groups())) or "none installed"
+    return "\n".join(
+        [
+            "reasonrl train: run verl's PPO/GRPO trainer with a reasonrl recipe.",
+            "",
+            "Usage: reasonrl train recipe=<name> [+preset=<name>] [key=value ...] [--cfg job [--resolve]] [-m]",
+            f"  recipe: {', '.join(_options('recipe'))}",
+            f"  preset: {', '.join(_options('preset'))}",
+            f"  plugin config groups: {groups}",
+            "  Any verl key can be overridden with its verl name, e.g. data.train_batch_size=8.",
+            "",
+            "Print the merged config without running:  reasonrl train recipe=mimo --cfg job",
+            "Hydra's full help for a recipe (all groups): reasonrl train recipe=mimo --help",
+        ]
+    )
+
+
 def _skips_precheck(args: argparse.Namespace) -> bool:
     return bool(args.help or args.hydra_help or args.info or args.shell_completion or args.multirun)
 
@@ -105,6 +133,9 @@ def main(argv: list[str]) -> int:
     from hydra._internal.utils import get_args_parser  # Hydra's own CLI grammar
 
     args = get_args_parser().parse_args(argv)
+    if args.help and not any(o.startswith("recipe=") for o in args.overrides):
+        print(usage())
+        return 0
     if not _skips_precheck(args):
         from hydra.errors import HydraException
         from omegaconf.errors import OmegaConfBaseException
@@ -117,7 +148,11 @@ def main(argv: list[str]) -> int:
         except (ConfigError, HydraException, OmegaConfBaseException) as exc:
             print(f"reasonrl train: invalid config: {exc}", file=sys.stderr)
             return 2
-    sys.argv = ["reasonrl train", *argv, *with_searchpath([])]
+    # Hydra's parser wants flags first, then all overrides (its positional list).
+    flags = list(argv)
+    for override in args.overrides:
+        flags.remove(override)
+    sys.argv = ["reasonrl train", *flags, *with_searchpath(args.overrides)]
     _hydra_app()
     return 0
 

@@ -1,0 +1,1 @@
+"""Test helpers for plugin authors: the contract checks and throw-away distributions."""

@@ -1,0 +1,190 @@
+"""The plugin contract as executable checks, for built-in and third-party plugins alike.
+
+Use from your own tests::
+
+    from reasonrl.testing.contract import check_plugin
+    import my_plugin
+    assert check_plugin(my_plugin, "my_plugin") == []
+
+or run the whole suite against every installed plugin: ``pytest --pyargs reasonrl.testing``.
+Each check returns human-readable problems; an empty list means the plugin keeps the contract.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import subprocess
+import sys
+from typing import Any
+
+from reasonrl.config import ConfigError, validate_group
+from reasonrl.contracts import CliCommand, ConfigGroup, PluginInfo, Registration
+from reasonrl.manager import new_plugin_manager, register_plugin
+from reasonrl.patching import Patch
+
+UPSTREAM_MODULES = ("verl", "vllm", "megatron", "ray")
+
+
+def _hook_results(plugin: object, name: str) -> tuple[dict[str, Any], list[str]]:
+    """Register ``plugin`` alone in a fresh manager and call each hook it implements."""
+    problems: list[str] = []
+    manager = new_plugin_manager(discover=False)
+    error = register_plugin(manager, plugin, name)
+    if error is not None:
+        return {}, [f"does not register: {error.error}"]
+    results: dict[str, Any] = {}
+    for hook_name in ("reasonrl_plugin_info", "reasonrl_verl_registrations", "reasonrl_vllm_registrations", "reasonrl_megatron_layer_specs", "reasonrl_config_groups", "reasonrl_hydra_searchpath", "reasonrl_patches", "reasonrl_cli_commands"):
+        impls = getattr(manager.hook, hook_name).get_hookimpls()
+        if not impls:
+            continue
+        try:
+            results[hook_name] = impls[0].function()
+        except Exception as exc:
+            problems.append(f"{hook_name} raised {type(exc).__name__}: {exc}")
+    return results, problems
+
+
+def _check_list(value: Any, item_type: type, hook: str) -> list[str]:
+    if not isinstance(value, list):
+        return [f"{hook} must return a list, got {type(value).__name__}"]
+    return [f"{hook} item {i} is {type(item).__name__}, expected {item_type.__name__}" for i, item in enumerate(value) if not isinstance(item, item_type)]
+
+
+def _check_registrations(value: Any, upstream: str, hook: str) -> list[str]:
+    problems = _check_list(value, Registration, hook)
+    if problems:
+        return problems
+    seen: set[tuple[str, str]] = set()
+    for registration in value:
+        if registration.upstream != upstream:
+            problems.append(f"{hook}: {registration.kind}:{registration.name} has upstream {registration.upstream!r}, expected {upstream!r}")
+        key = (registration.kind, registration.name)
+        if key in seen:
+            problems.append(f"{hook}: {registration.kind}:{registration.name} declared twice")
+        seen.add(key)
+    return problems
+
+
+def _check_config_groups(value: Any) -> list[str]:
+    problems = _check_list(value, ConfigGroup, "reasonrl_config_groups")
+    if problems:
+        return problems
+    for group in value:
+        if not dataclasses.is_dataclass(group.schema):
+            problems.append(f"config group {group.name!r}: schema must be a dataclass")
+            continue
+        for field in dataclasses.fields(group.schema):
+            if not field.metadata.get("help"):
+                problems.append(f"reasonrl.{group.name}.{field.name}: declare it with reasonrl.config.knob(help=...)")
+        try:
+            validate_group(group, {})
+        except ConfigError as exc:
+            problems.append(f"config group {group.name!r}: defaults do not validate: {exc}")
+    return problems
+
+
+def _check_cli_commands(value: Any) -> list[str]:
+    problems = _check_list(value, CliCommand, "reasonrl_cli_commands")
+    for command in value if not problems else []:
+        try:
+            command.configure(argparse.ArgumentParser(prog=f"reasonrl {command.name}"))
+        except Exception as exc:
+            problems.append(f"command {command.name!r}: configure() raised {type(exc).__name__}: {exc}")
+    return problems
+
+
+def check_declarations(plugin: object, name: str) -> list[str]:
+    """Check every hook's return value against its declared type and rules."""
+    results, problems = _hook_results(plugin, name)
+    if "reasonrl_plugin_info" not in results:
+        problems.append("reasonrl_plugin_info is required")
+    else:
+        info = results["reasonrl_plugin_info"]
+        if not isinstance(info, PluginInfo) or not info.name or not info.summary:
+            problems.append("reasonrl_plugin_info must return a PluginInfo with a name and a summary")
+    for upstream in ("verl", "vllm"):
+        hook = f"reasonrl_{upstream}_registrations"
+        if hook in results:
+            problems += _check_registrations(results[hook], upstream, hook)
+    specs = results.get("reasonrl_megatron_layer_specs")
+    if specs is not None and not (isinstance(specs, dict) and all(isinstance(k, str) and callable(v) for k, v in specs.items())):
+        problems.append("reasonrl_megatron_layer_specs must return {name: callable}")
+    if "reasonrl_config_groups" in results:
+        problems += _check_config_groups(results["reasonrl_config_groups"])
+    paths = results.get("reasonrl_hydra_searchpath")
+    if paths is not None and not (isinstance(paths, list) and all(isinstance(p, str) and "://" in p for p in paths)):
+        problems.append("reasonrl_hydra_searchpath must return a list of 'pkg://…' or 'file://…' entries")
+    if "reasonrl_patches" in results:
+        patch_problems = _check_list(results["reasonrl_patches"], Patch, "reasonrl_patches")
+        names = [p.name for p in results["reasonrl_patches"]] if not patch_problems else []
+        patch_problems += [f"patch {n!r} declared twice" for n in set(names) if names.count(n) > 1]
+        problems += patch_problems
+    if "reasonrl_cli_commands" in results:
+        problems += _check_cli_commands(results["reasonrl_cli_commands"])
+    return problems
+
+
+_IMPORT_PROBE = """
+import importlib, json, sys
+from reasonrl.manager import new_plugin_manager, register_plugin
+plugin = importlib.import_module(sys.argv[1])
+manager = new_plugin_manager(discover=False)
+register_plugin(manager, plugin, "probe")
+for hook in ("reasonrl_plugin_info", "reasonrl_verl_registrations", "reasonrl_vllm_registrations",
+             "reasonrl_megatron_layer_specs", "reasonrl_config_groups", "reasonrl_hydra_searchpath",
+             "reasonrl_patches", "reasonrl_cli_commands"):
+    getattr(manager.hook, hook)()
+print(json.dumps(sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[2:]))))
+"""
+
+
+def check_upstream_free(module_name: str) -> list[str]:
+    """Importing the plugin and calling its hooks must import no upstream (fresh process)."""
+    result = subprocess.run(
+        [sys.executable, "-c", _IMPORT_PROBE, module_name, *UPSTREAM_MODULES], capture_output=True, text=True, timeout=300
+    )
+    if result.returncode != 0:
+        return [f"importing {module_name} and calling its hooks failed:\n{result.stderr[-2000:]}"]
+    imported = json.loads(result.stdout.strip().splitlines()[-1])
+    return [f"importing {module_name} or calling its hooks imports {m!r}: move that import inside apply()/adapters" for m in imported]
+
+
+def check_registrations_idempotent(plugin: object, name: str, upstream: str = "verl") -> list[str]:
+    """Apply every registration for ``upstream`` twice in this process; both must succeed."""
+    results, problems = _hook_results(plugin, name)
+    for registration in results.get(f"reasonrl_{upstream}_registrations") or []:
+        for attempt in (1, 2):
+            try:
+                registration.apply()
+            except Exception as exc:
+                problems.append(f"{registration.kind}:{registration.name} apply() #{attempt} raised {type(exc).__name__}: {exc}")
+                break
+    return problems
+
+
+def check_plugin(plugin: object, name: str, module_name: str | None = None) -> list[str]:
+    """All contract checks that need no upstream: declarations and (given the module name)
+    the no-upstream-import rule."""
+    problems = check_declarations(plugin, name)
+    module_name = module_name or getattr(plugin, "__name__", None)
+    if module_name:
+        problems += check_upstream_free(module_name)
+    return problems
+
+
+def installed_plugins() -> list[tuple[str, str]]:
+    """``(entry-point name, module)`` of every installed reasonrl plugin."""
+    from importlib.metadata import entry_points
+
+    return [(ep.name, ep.value.split(":")[0]) for ep in entry_points(group="reasonrl.plugins")]
+
+
+__all__ = [
+    "check_declarations",
+    "check_plugin",
+    "check_registrations_idempotent",
+    "check_upstream_free",
+    "installed_plugins",
+]
