@@ -121,7 +121,7 @@ def call_each(
     """
     manager = manager or get_plugin_manager()
     hook = getattr(manager.hook, hook_name)
-    for impl in reversed(hook.get_hookimpls()):  # registration order
+    for impl in hook.get_hookimpls():  # registration order
         plugin_name = manager.get_name(impl.plugin) or repr(impl.plugin)
         try:
             result = impl.function(*(kwargs[arg] for arg in impl.argnames))

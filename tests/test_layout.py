@@ -1,0 +1,48 @@
+"""The repository layout the product promises, and the rules each plugin folder keeps."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from reasonrl.testing.fresh_process import python_fresh
+
+REPO = Path(__file__).resolve().parent.parent
+PLUGIN_DIRS = [p for p in (REPO / "plugins").iterdir() if (p / "__init__.py").exists()]
+UPSTREAMS = ("verl", "vllm", "megatron", "ray")
+
+
+def test_top_level_folders_exist():
+    for name in ("plugins", "patches", "hydra_configs", "integration_tests", "docs", "pyproject.toml"):
+        assert (REPO / name).exists(), name
+
+
+def test_import_name_is_reasonrl_only(tmp_path):
+    code = "import importlib.util as u, reasonrl.plugins, reasonrl.patches, reasonrl.hydra_configs; print(u.find_spec('plugins'), u.find_spec('patches'))"
+    result = python_fresh(code, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["None", "None"]
+
+
+def test_each_plugin_folder_is_self_contained():
+    for folder in PLUGIN_DIRS:
+        assert (folder / "README.md").exists(), f"{folder.name}: README.md with the equation and knobs"
+        assert list((folder / "tests").glob("test_*.py")), f"{folder.name}: tests/"
+        for source in folder.rglob("*.py"):
+            tree = ast.parse(source.read_text())
+            for node in ast.walk(tree):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                for name in names:
+                    other = name.startswith("reasonrl.plugins.") and not name.startswith(f"reasonrl.plugins.{folder.name}")
+                    assert not other, f"{source}: imports another plugin ({name})"
+
+
+def test_upstream_imports_only_in_adapter_modules():
+    """Plugin entry modules and cores import no upstream at module level; adapters may."""
+    for folder in PLUGIN_DIRS:
+        for source in [folder / "__init__.py", *folder.glob("core*.py")]:
+            tree = ast.parse(source.read_text())
+            for node in tree.body:
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                for name in names:
+                    assert name.split(".")[0] not in UPSTREAMS, f"{source}: top-level import of {name}"
