@@ -1,6 +1,6 @@
 """Maps the top-level folders onto the `reasonrl` import name (see pyproject.toml)."""
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, find_packages, setup
 
 PACKAGE_ROOTS = {
     "reasonrl": "reasonrl",
@@ -13,8 +13,10 @@ PACKAGE_ROOTS = {
 def _packages() -> list[str]:
     packages = []
     for name, folder in PACKAGE_ROOTS.items():
+        # hydra_configs' sub-folders hold YAML only: ship them as data-only namespace packages.
+        find = find_namespace_packages if name == "reasonrl.hydra_configs" else find_packages
         packages.append(name)
-        packages += [f"{name}.{sub}" for sub in find_packages(folder, exclude=["tests", "*.tests", "*.tests.*"])]
+        packages += [f"{name}.{sub}" for sub in find(folder, exclude=["tests", "*.tests", "*.tests.*", "__pycache__", "*.__pycache__"])]
     return packages
 
 
