@@ -107,3 +107,16 @@ def reasonrl_patches() -> list[Patch]:
 @hookspec
 def reasonrl_cli_commands() -> list[CliCommand]:
     """Sub-commands added to the ``reasonrl`` CLI (``reasonrl <name> …``)."""
+
+
+#: The hooks that take no argument and only declare what a plugin contributes.
+DECLARATION_HOOKS = (
+    "reasonrl_plugin_info",
+    "reasonrl_verl_registrations",
+    "reasonrl_vllm_registrations",
+    "reasonrl_megatron_layer_specs",
+    "reasonrl_config_groups",
+    "reasonrl_hydra_searchpath",
+    "reasonrl_patches",
+    "reasonrl_cli_commands",
+)

@@ -21,6 +21,7 @@ from typing import Any
 
 from reasonrl.config import ConfigError, validate_group
 from reasonrl.contracts import CliCommand, ConfigGroup, PluginInfo, Registration
+from reasonrl.hookspecs import DECLARATION_HOOKS
 from reasonrl.manager import new_plugin_manager, register_plugin
 from reasonrl.patching import Patch
 
@@ -35,7 +36,7 @@ def _hook_results(plugin: object, name: str) -> tuple[dict[str, Any], list[str]]
     if error is not None:
         return {}, [f"does not register: {error.error}"]
     results: dict[str, Any] = {}
-    for hook_name in ("reasonrl_plugin_info", "reasonrl_verl_registrations", "reasonrl_vllm_registrations", "reasonrl_megatron_layer_specs", "reasonrl_config_groups", "reasonrl_hydra_searchpath", "reasonrl_patches", "reasonrl_cli_commands"):
+    for hook_name in DECLARATION_HOOKS:
         impls = getattr(manager.hook, hook_name).get_hookimpls()
         if not impls:
             continue
@@ -128,13 +129,12 @@ def check_declarations(plugin: object, name: str) -> list[str]:
 
 _IMPORT_PROBE = """
 import importlib, json, sys
+from reasonrl.hookspecs import DECLARATION_HOOKS
 from reasonrl.manager import new_plugin_manager, register_plugin
 plugin = importlib.import_module(sys.argv[1])
 manager = new_plugin_manager(discover=False)
 register_plugin(manager, plugin, "probe")
-for hook in ("reasonrl_plugin_info", "reasonrl_verl_registrations", "reasonrl_vllm_registrations",
-             "reasonrl_megatron_layer_specs", "reasonrl_config_groups", "reasonrl_hydra_searchpath",
-             "reasonrl_patches", "reasonrl_cli_commands"):
+for hook in DECLARATION_HOOKS:
     getattr(manager.hook, hook)()
 print(json.dumps(sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[2:]))))
 """
