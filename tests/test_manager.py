@@ -61,3 +61,10 @@ def test_duplicate_config_groups_are_refused(isolated_plugins):
     isolated_plugins("b", reasonrl_config_groups=lambda: [ConfigGroup("same", Empty)])
     with pytest.raises(ConfigError, match="declared twice"):
         config_groups()
+
+
+def test_declaration_hooks_list_every_argument_free_hook():
+    from reasonrl import hookspecs
+
+    every_hook = {name for name in dir(hookspecs) if name.startswith("reasonrl_")}
+    assert set(hookspecs.DECLARATION_HOOKS) == every_hook - {"reasonrl_check_config"}
