@@ -72,11 +72,24 @@ def check_verl_bridge() -> None:
         )
 
 
+def run_prepare_step(config: Any) -> None:
+    """Call the preset's ``reasonrl.preset.prepare`` (``module:function``), if it names one."""
+    from importlib import import_module
+
+    from omegaconf import OmegaConf
+
+    target = OmegaConf.select(config, "reasonrl.preset.prepare")
+    if target:
+        module, _, function = str(target).partition(":")
+        getattr(import_module(module), function)(config)
+
+
 def run_training(config: Any) -> None:
     """Validate, load the plugins, and hand the config to verl's own trainer entry point."""
     from reasonrl.api import validate_config
 
     validate_config(config)
+    run_prepare_step(config)
     export_runtime_env(config)
     check_verl_bridge()
     from verl.trainer.main_ppo import main as verl_main

@@ -1,0 +1,140 @@
+"""The tiny policy: a config-made Qwen2 causal LM, briefly warm-started on the task format.
+
+The warm start (teacher-forced cross-entropy on the answer tokens of a disjoint set of
+problems) is deliberately short: the policy learns the format and some sums, so GRPO has
+a learning signal (groups that are neither all right nor all wrong) and room to improve.
+Deterministic: fixed seeds, one thread, deterministic algorithms; the same spec gives
+byte-identical weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from reasonrl.smoke.arithmetic import Problem, make_problems
+from reasonrl.smoke.tokenizer import build_tokenizer
+
+
+@dataclass(frozen=True)
+class TinyModelSpec:
+    """Everything that determines the built model (its hash names the cache folder)."""
+
+    hidden_size: int = 128
+    num_layers: int = 2
+    num_heads: int = 4  # head_dim = 32: vLLM's CPU attention needs head_dim >= 32
+    num_kv_heads: int = 2
+    intermediate_size: int = 256
+    max_positions: int = 64
+    # Measured here: 250 steps of 64 at lr 1e-3 -> 26% greedy accuracy on the (held-out) RL
+    # problems; 350 steps -> 61%, 600 -> 80%. 26% leaves GRPO both signal and headroom.
+    warmup_problems: int = 2000
+    warmup_steps: int = 250
+    warmup_batch: int = 64
+    warmup_lr: float = 1e-3
+    seed: int = 0
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _config(spec: TinyModelSpec, tokenizer):
+    from transformers import Qwen2Config
+
+    return Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_kv_heads,
+        intermediate_size=spec.intermediate_size,
+        max_position_embeddings=spec.max_positions,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        torch_dtype="float32",
+        attn_implementation="eager",
+    )
+
+
+def _batch(problems: list[Problem], tokenizer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded prompt+answer+EOS ids, attention mask, and labels on answer+EOS only."""
+    rows, labels = [], []
+    for problem in problems:
+        prompt = tokenizer(problem.prompt)["input_ids"]
+        answer = tokenizer(problem.answer)["input_ids"] + [tokenizer.eos_token_id]
+        rows.append(prompt + answer)
+        labels.append([-100] * len(prompt) + answer)
+    width = max(map(len, rows))
+    pad = tokenizer.pad_token_id
+    ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
+    mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+    target = torch.tensor([t + [-100] * (width - len(t)) for t in labels])
+    return ids, mask, target
+
+
+def warm_start(model, tokenizer, spec: TinyModelSpec, exclude: set[Problem]) -> list[float]:
+    """Short supervised warm start on problems not in ``exclude``; returns the loss curve."""
+    pool = [p for p in make_problems(2500, seed=spec.seed + 1) if p not in exclude][: spec.warmup_problems]
+    generator = torch.Generator().manual_seed(spec.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=spec.warmup_lr)
+    losses = []
+    model.train()
+    for _step in range(spec.warmup_steps):
+        picks = torch.randint(len(pool), (spec.warmup_batch,), generator=generator).tolist()
+        ids, mask, target = _batch([pool[i] for i in picks], tokenizer)
+        loss = model(input_ids=ids, attention_mask=mask, labels=target).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
+@torch.no_grad()
+def greedy_accuracy(model, tokenizer, problems: list[Problem]) -> float:
+    """Fraction of problems whose greedy answer (up to EOS) is exactly right."""
+    from reasonrl.smoke.arithmetic import compute_score
+
+    tokenizer.padding_side = "left"
+    encoded = tokenizer([p.prompt for p in problems], return_tensors="pt", padding=True)
+    output = model.generate(**encoded, max_new_tokens=4, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+    texts = tokenizer.batch_decode(output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
+    return sum(compute_score(None, t, p.answer) for t, p in zip(texts, problems)) / len(problems)
+
+
+def build_tiny_model(out_dir: Path, spec: TinyModelSpec, eval_problems: list[Problem]) -> dict:
+    """Build, warm-start and save the model and tokenizer to ``out_dir``; return a summary."""
+    from transformers import Qwen2ForCausalLM
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # bitwise-reproducible reductions
+    try:
+        with torch.random.fork_rng():
+            torch.manual_seed(spec.seed)
+            torch.use_deterministic_algorithms(True)
+            tokenizer = build_tokenizer()
+            model = Qwen2ForCausalLM(_config(spec, tokenizer))
+            losses = warm_start(model, tokenizer, spec, exclude=set(eval_problems))
+            accuracy = greedy_accuracy(model, tokenizer, eval_problems)
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.set_num_threads(threads)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    summary = {
+        "spec": asdict(spec),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "warmup_loss_first": losses[0] if losses else None,
+        "warmup_loss_last": losses[-1] if losses else None,
+        "greedy_accuracy_on_rl_problems": accuracy,
+    }
+    (out_dir / "reasonrl_tiny_model.json").write_text(json.dumps(summary, indent=2))
+    return summary

@@ -1,0 +1,82 @@
+"""The CPU smoke run's own task, tokenizer, model builder and data (reasonrl/smoke)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import pytest
+
+from reasonrl.smoke.arithmetic import Problem, compute_score, extract_answer, make_problems
+from reasonrl.smoke.model import TinyModelSpec, build_tiny_model
+from reasonrl.smoke.tokenizer import build_tokenizer
+
+
+@pytest.mark.parametrize(
+    ("response", "truth", "score"),
+    [("58", "58", 1.0), (" 58<eos>", "58", 1.0), ("58 and more", "58", 1.0), ("5", "58", 0.0), ("580", "58", 0.0), ("", "0", 0.0), ("+58", "58", 0.0)],
+)
+def test_reward_is_exact_leading_number(response, truth, score):
+    assert compute_score("reasonrl/arithmetic", response, truth) == score
+
+
+def test_problems_are_distinct_seeded_and_correct():
+    first, again, other = make_problems(300, seed=3), make_problems(300, seed=3), make_problems(300, seed=4)
+    assert first == again and first != other and len(set(first)) == 300
+    assert all(int(p.answer) == p.a + p.b and p.prompt == f"{p.a}+{p.b}=" for p in first)
+    with pytest.raises(ValueError):
+        make_problems(10_000, seed=0)
+
+
+def test_tokenizer_round_trips_and_templates_the_prompt():
+    tokenizer = build_tokenizer()
+    ids = tokenizer("49+49=98")["input_ids"]
+    assert len(ids) == 8 and tokenizer.decode(ids) == "49+49=98"
+    assert tokenizer.apply_chat_template([{"role": "user", "content": "1+2="}], tokenize=False, add_generation_prompt=True) == "1+2="
+    assert extract_answer(tokenizer.decode(tokenizer("12")["input_ids"] + [tokenizer.eos_token_id], skip_special_tokens=True)) == "12"
+
+
+def test_model_build_is_byte_identical(tmp_path):
+    spec = dataclasses.replace(TinyModelSpec(), warmup_steps=3)
+    problems = make_problems(16, seed=0)
+    digests = []
+    for name in ("a", "b"):
+        summary = build_tiny_model(tmp_path / name, spec, problems)
+        digests.append(hashlib.sha256((tmp_path / name / "model.safetensors").read_bytes()).hexdigest())
+    assert digests[0] == digests[1]
+    assert summary["warmup_loss_last"] < summary["warmup_loss_first"]
+    config = (tmp_path / "a" / "config.json").read_text()
+    assert '"head_dim"' not in config or '"head_dim": 32' in config  # vLLM CPU needs head_dim >= 32
+    assert spec.hidden_size // spec.num_heads >= 32
+
+
+def test_prepare_builds_once_and_rebuilds_on_a_new_spec(tmp_path, monkeypatch):
+    from reasonrl.smoke import prepare as prepare_module
+
+    calls = []
+    real = prepare_module.build_tiny_model
+    monkeypatch.setattr(prepare_module, "build_tiny_model", lambda *a, **k: calls.append(1) or real(*a, **k))
+    spec = dataclasses.replace(TinyModelSpec(), warmup_steps=2)
+    root = prepare_module.prepare(tmp_path / "smoke", spec)
+    assert (root / "data" / "train.parquet").exists() and (root / "model" / "tokenizer.json").exists()
+    prepare_module.prepare(tmp_path / "smoke", spec)
+    assert len(calls) == 1
+    prepare_module.prepare(tmp_path / "smoke", dataclasses.replace(spec, seed=1))
+    assert len(calls) == 2
+
+
+def test_warm_start_never_sees_the_held_out_problems(monkeypatch):
+    from reasonrl.smoke import model as model_module
+
+    seen: list[Problem] = []
+    real_batch = model_module._batch
+    monkeypatch.setattr(model_module, "_batch", lambda problems, tok: seen.extend(problems) or real_batch(problems, tok))
+    spec = dataclasses.replace(TinyModelSpec(), warmup_steps=20, warmup_problems=40)
+    held_out = set(make_problems(2500, seed=spec.seed + 1)[:30])  # the warm-start pool's own head
+    tokenizer = build_tokenizer()
+    from transformers import Qwen2ForCausalLM
+
+    model = Qwen2ForCausalLM(model_module._config(spec, tokenizer))
+    model_module.warm_start(model, tokenizer, spec, exclude=held_out)
+    assert len(seen) == 20 * spec.warmup_batch
+    assert held_out.isdisjoint(seen)
