@@ -1,0 +1,77 @@
+"""Per-step training curves from verl's file logger, and ``reasonrl plot <run dir>``.
+
+verl's ``file`` logger writes one JSON line per step (``{"step": s, "data": {metric: v}}``)
+and truncates its file when it starts, so ``reasonrl train`` gives every launch its own
+file under ``<run dir>/metrics/``; a resumed run's files are merged here by step (a later
+launch wins for a repeated step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from reasonrl.contracts import CliCommand
+
+REWARD_KEYS = ("critic/score/mean", "critic/rewards/mean")
+LENGTH_KEYS = ("response_length/mean",)
+
+
+def metric_files(run_dir: Path) -> list[Path]:
+    folder = Path(run_dir) / "metrics"
+    return sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime) if folder.exists() else []
+
+
+def load_metrics(run_dir: Path) -> dict[int, dict[str, float]]:
+    """``{step: {metric: value}}`` over every launch of the run."""
+    steps: dict[int, dict[str, float]] = {}
+    for path in metric_files(run_dir):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                record = json.loads(line)
+                steps.setdefault(int(record["step"]), {}).update(record["data"])
+    return dict(sorted(steps.items()))
+
+
+def first_present(metrics: dict[str, float], keys: tuple[str, ...]) -> float | None:
+    return next((metrics[k] for k in keys if k in metrics), None)
+
+
+def plot_run(run_dir: Path, out: Path | None = None) -> Path:
+    """Write a PNG of reward and response length per step; return its path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = load_metrics(run_dir)
+    if not metrics:
+        raise FileNotFoundError(f"no metrics under {Path(run_dir) / 'metrics'} (was the 'file' logger on?)")
+    out = Path(out or Path(run_dir) / "training_curves.png")
+    figure, (reward_axis, length_axis) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+    for axis, keys, label in ((reward_axis, REWARD_KEYS, "mean reward"), (length_axis, LENGTH_KEYS, "mean response length (tokens)")):
+        points = [(step, first_present(values, keys)) for step, values in metrics.items()]
+        points = [(s, v) for s, v in points if v is not None]
+        axis.plot([s for s, _ in points], [v for _, v in points], marker="o", markersize=3)
+        axis.set_ylabel(label)
+        axis.grid(alpha=0.3)
+    length_axis.set_xlabel("training step")
+    reward_axis.set_title(f"{Path(run_dir).name}: {len(metrics)} steps")
+    figure.tight_layout()
+    figure.savefig(out, dpi=120)
+    plt.close(figure)
+    return out
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", type=Path, help="the run's folder (trainer.default_local_dir)")
+    parser.add_argument("--out", type=Path, default=None, help="PNG path (default <run_dir>/training_curves.png)")
+
+
+def _run(args: argparse.Namespace) -> int:
+    print(plot_run(args.run_dir, args.out))
+    return 0
+
+
+COMMAND = CliCommand(name="plot", help="plot reward and response length per step of a run: reasonrl plot <run dir>", configure=_configure, run=_run)
