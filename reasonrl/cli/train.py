@@ -84,12 +84,33 @@ def run_prepare_step(config: Any) -> None:
         getattr(import_module(module), function)(config)
 
 
+def pin_run_paths(config: Any) -> None:
+    """Make the run folder absolute (Ray workers do not share the driver's cwd) and give this
+    launch its own metrics file: verl's file logger truncates its file when it opens it, so
+    a resumed run would otherwise lose the steps before the resume."""
+    import time
+
+    from omegaconf import open_dict
+
+    run_dir = os.path.abspath(os.path.expanduser(str(config.trainer.default_local_dir)))
+    loggers = config.trainer.logger
+    loggers = [loggers] if isinstance(loggers, str) else list(loggers or [])
+    with open_dict(config):
+        config.trainer.default_local_dir = run_dir
+        if "file" in loggers and "VERL_FILE_LOGGER_PATH" not in os.environ:
+            path = os.path.join(run_dir, "metrics", time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}.jsonl")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            runtime_env = config.ray_kwargs.ray_init.setdefault("runtime_env", {})
+            runtime_env.setdefault("env_vars", {})["VERL_FILE_LOGGER_PATH"] = path
+
+
 def run_training(config: Any) -> None:
     """Validate, load the plugins, and hand the config to verl's own trainer entry point."""
     from reasonrl.api import validate_config
 
     validate_config(config)
     run_prepare_step(config)
+    pin_run_paths(config)
     export_runtime_env(config)
     check_verl_bridge()
     from verl.trainer.main_ppo import main as verl_main
