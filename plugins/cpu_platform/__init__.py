@@ -6,6 +6,8 @@ auto-detected: a run selects it with ``VERL_PLATFORM=cpu`` (the ``cpu_tiny`` pre
 in every Ray worker), so GPU machines are unaffected.
 """
 
+import os
+
 from reasonrl.contracts import PluginInfo, Registration
 from reasonrl.hookspecs import hookimpl
 
@@ -16,6 +18,16 @@ def _register_with_verl() -> None:
     from reasonrl.plugins.cpu_platform.verl_platform import register
 
     register(PLATFORM_NAME)
+
+
+def _register_engines_with_verl() -> None:
+    # Only in processes that run on this platform: importing verl's FSDP engine is heavy,
+    # and GPU runs never need it.
+    if os.environ.get("VERL_PLATFORM") != PLATFORM_NAME:
+        return
+    from reasonrl.plugins.cpu_platform.verl_platform import register_fsdp_engines
+
+    register_fsdp_engines(PLATFORM_NAME)
 
 
 @hookimpl
@@ -36,5 +48,12 @@ def reasonrl_verl_registrations() -> list[Registration]:
             name=PLATFORM_NAME,
             apply=_register_with_verl,
             description="verl.plugin.platform.PlatformRegistry['cpu'] = PlatformCPU",
-        )
+        ),
+        Registration(
+            upstream="verl",
+            kind="engine",
+            name="fsdp2@cpu",
+            apply=_register_engines_with_verl,
+            description="verl.workers.engine.EngineRegistry: verl's FSDP/FSDP2 engines for device 'cpu' (when VERL_PLATFORM=cpu)",
+        ),
     ]

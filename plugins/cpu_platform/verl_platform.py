@@ -28,7 +28,9 @@ class PlatformCPU(PlatformBase):
 
     @property
     def device_module(self) -> ModuleType:
-        return torch.cpu
+        from reasonrl.plugins.cpu_platform.device_module import CPU_DEVICE_MODULE
+
+        return CPU_DEVICE_MODULE
 
     def is_available(self) -> bool:
         return True
@@ -37,8 +39,13 @@ class PlatformCPU(PlatformBase):
         # Never auto-detected: only an explicit VERL_PLATFORM=cpu selects this platform.
         return False
 
-    def current_device(self) -> int:
-        return 0
+    def current_device(self) -> torch.device:
+        # verl passes this to ``tensor.to(...)``/``module.to(...)``; a bare ``0`` there means
+        # "accelerator 0" to torch and fails on a machine without one.
+        return torch.device("cpu")
+
+    def get_device_uuid(self, device_id: Any) -> str:
+        return f"{self.ray_resource_name()}-cpu"
 
     def device_count(self) -> int:
         return 1
@@ -100,3 +107,26 @@ def register(name: str) -> type[PlatformBase]:
     if PlatformRegistry.get(name) is not PlatformCPU:
         PlatformRegistry.register(platform=name)(PlatformCPU)
     return PlatformCPU
+
+
+#: verl's FSDP engines (registered by verl for cuda/npu only) that also run on the CPU.
+FSDP_ENGINES = {"language_model": "FSDPEngineWithLMHead", "value_model": "FSDPEngineWithValueHead"}
+
+
+def register_fsdp_engines(device: str) -> None:
+    """Make verl's own FSDP/FSDP2 engines selectable on ``device`` (``EngineRegistry``).
+
+    The engines are device-agnostic torch FSDP2 code; verl's registry keys them by device
+    name, so without this a cpu run stops with "No engine registered for device='cpu'".
+    Idempotent.
+    """
+    from verl.workers.engine.base import EngineRegistry
+    from verl.workers.engine.fsdp import transformer_impl
+
+    for model_type, class_name in FSDP_ENGINES.items():
+        engine_class = getattr(transformer_impl, class_name)
+        for backend in ("fsdp", "fsdp2"):
+            registry = EngineRegistry._engines.setdefault(model_type, {}).setdefault(backend, {})
+            if registry.get(device) is engine_class:
+                continue
+            EngineRegistry.register(model_type=model_type, backend=backend, device=device)(engine_class)

@@ -13,7 +13,8 @@ def test_platform_implements_every_abstract_method():
     platform = PlatformCPU()  # raises TypeError if an abstract method is missing
     assert (platform.device_name, platform.communication_backend_name(), platform.device_count()) == ("cpu", "gloo", 1)
     assert platform.ray_resource_options(1) == {"num_gpus": 1}
-    assert platform.device_module is torch.cpu and platform.cudart() is None
+    assert platform.device_module.__name__ == "reasonrl_cpu_device" and platform.cudart() is None
+    assert platform.current_device() == torch.device("cpu"), "verl passes it to tensor.to(); a bare 0 means an accelerator"
     with platform.nvtx_range("noop"):
         pass
 
@@ -43,3 +44,34 @@ def test_not_selected_without_explicit_env():
     result = python_fresh(code, env={"VERL_PLATFORM": ""})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] != "cpu"
+
+
+def test_device_module_answers_verls_cuda_style_calls():
+    from reasonrl.plugins.cpu_platform.device_module import CPU_DEVICE_MODULE as device
+
+    before = device.max_memory_allocated()
+    held = torch.ones(64, 1024, 1024)  # 256 MiB, touched
+    assert device.memory_allocated() > 200 * 2**20 and device.max_memory_allocated() >= before
+    free, total = device.mem_get_info()
+    assert 0 < free <= total
+    del held
+    state = device.get_rng_state()
+    first = torch.rand(2)
+    device.set_rng_state(state)
+    assert torch.equal(first, torch.rand(2))
+    device.empty_cache(), device.ipc_collect(), device.reset_peak_memory_stats()
+    assert device.is_available is torch.cpu.is_available, "everything else is torch.cpu's own"
+    assert device.get_device_properties().total_memory == total
+
+
+def test_fsdp_engines_register_for_the_cpu_device():
+    code = (
+        "import os\n"
+        "import verl\n"
+        "from verl.workers.engine.base import EngineRegistry\n"
+        "from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead\n"
+        "print(EngineRegistry._engines['language_model']['fsdp2']['cpu'] is FSDPEngineWithLMHead)"
+    )
+    result = python_fresh(code, env={"VERL_PLATFORM": "cpu"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "True"
