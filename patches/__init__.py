@@ -14,7 +14,7 @@ from reasonrl.hookspecs import hookimpl
 from reasonrl.patching import Patch
 
 #: Module names (inside this package) of the shipped patches.
-SHIPPED: tuple[str, ...] = ()
+SHIPPED: tuple[str, ...] = ("verl_cpu_process_group", "vllm_cpu_updatable_weights")
 
 
 @hookimpl
