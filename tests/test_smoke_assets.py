@@ -25,7 +25,7 @@ def test_problems_are_distinct_seeded_and_correct():
     assert first == again and first != other and len(set(first)) == 300
     assert all(int(p.answer) == p.a + p.b and p.prompt == f"{p.a}+{p.b}=" for p in first)
     with pytest.raises(ValueError):
-        make_problems(10_000, seed=0)
+        make_problems(10_001, seed=0)
 
 
 def test_tokenizer_round_trips_and_templates_the_prompt():
@@ -34,6 +34,21 @@ def test_tokenizer_round_trips_and_templates_the_prompt():
     assert len(ids) == 8 and tokenizer.decode(ids) == "49+49=98"
     assert tokenizer.apply_chat_template([{"role": "user", "content": "1+2="}], tokenize=False, add_generation_prompt=True) == "1+2="
     assert extract_answer(tokenizer.decode(tokenizer("12")["input_ids"] + [tokenizer.eos_token_id], skip_special_tokens=True)) == "12"
+
+
+def test_saved_tokenizer_reloads_as_verl_and_vllm_load_it(tmp_path):
+    """verl and vLLM load the model folder with AutoTokenizer (Qwen2Tokenizer for qwen2)."""
+    from transformers import AutoTokenizer
+
+    spec = dataclasses.replace(TinyModelSpec(), warmup_steps=1)
+    build_tiny_model(tmp_path, spec, make_problems(4, seed=0))
+    built, loaded = build_tokenizer(), AutoTokenizer.from_pretrained(tmp_path)
+    for text in ["49+49=98", "1 + 2 = 3\n", "\n", "7*8?", "0-9"]:
+        assert loaded.encode(text, add_special_tokens=False) == built.encode(text, add_special_tokens=False)
+        assert loaded.decode(loaded.encode(text, add_special_tokens=False)) == text
+    assert loaded.eos_token == "<|im_end|>" and loaded.eos_token_id == built.eos_token_id
+    assert len(loaded.encode("\n", add_special_tokens=False)) == 1  # verl's Qwen rollout builder needs this
+    assert loaded.unk_token_id not in loaded.encode("0123456789+-=*? \n", add_special_tokens=False)
 
 
 def test_model_build_is_byte_identical(tmp_path):
@@ -72,7 +87,7 @@ def test_warm_start_never_sees_the_held_out_problems(monkeypatch):
     real_batch = model_module._batch
     monkeypatch.setattr(model_module, "_batch", lambda problems, tok: seen.extend(problems) or real_batch(problems, tok))
     spec = dataclasses.replace(TinyModelSpec(), warmup_steps=20, warmup_problems=40)
-    held_out = set(make_problems(2500, seed=spec.seed + 1)[:30])  # the warm-start pool's own head
+    held_out = set(model_module.warmup_pool(spec, exclude=set())[:30])  # the warm-start pool's own head
     tokenizer = build_tokenizer()
     from transformers import Qwen2ForCausalLM
 
@@ -80,3 +95,24 @@ def test_warm_start_never_sees_the_held_out_problems(monkeypatch):
     model_module.warm_start(model, tokenizer, spec, exclude=held_out)
     assert len(seen) == 20 * spec.warmup_batch
     assert held_out.isdisjoint(seen)
+
+
+def test_prepared_splits_are_disjoint_and_unseen_by_the_warm_start(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from reasonrl.smoke import model as model_module
+    from reasonrl.smoke import prepare as prepare_module
+
+    seen: list[Problem] = []
+    real_batch = model_module._batch
+    monkeypatch.setattr(model_module, "_batch", lambda problems, tok: seen.extend(problems) or real_batch(problems, tok))
+    root = prepare_module.prepare(tmp_path / "smoke", dataclasses.replace(TinyModelSpec(), warmup_steps=30))
+
+    def prompts(split: str) -> set[str]:
+        frame = pd.read_parquet(root / "data" / f"{split}.parquet")
+        return {row[0]["content"] for row in frame["prompt"]}
+
+    train, val = prompts("train"), prompts("val")
+    assert (len(train), len(val)) == (prepare_module.TRAIN_PROBLEMS, prepare_module.VAL_PROBLEMS)
+    assert train.isdisjoint(val)
+    assert {p.prompt for p in seen}.isdisjoint(train | val), "the warm start never sees an RL or validation prompt"

@@ -26,7 +26,12 @@ class Problem:
         return str(self.a + self.b)
 
 
-def make_problems(count: int, seed: int, max_operand: int = 49) -> list[Problem]:
+#: Operands in [0, MAX_OPERAND]: 10,000 distinct problems, too many to memorise, so what the
+#: policy learns (in the warm start and in RL) has to be the addition itself.
+MAX_OPERAND = 99
+
+
+def make_problems(count: int, seed: int, max_operand: int = MAX_OPERAND) -> list[Problem]:
     """``count`` distinct problems with operands in [0, max_operand], in a seeded order."""
     every = [Problem(a, b) for a in range(max_operand + 1) for b in range(max_operand + 1)]
     if count > len(every):

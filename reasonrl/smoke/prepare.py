@@ -17,8 +17,8 @@ from reasonrl.smoke.arithmetic import make_problems
 from reasonrl.smoke.data import write_parquet
 from reasonrl.smoke.model import TinyModelSpec, build_tiny_model
 
-TRAIN_PROBLEMS = 256
-VAL_PROBLEMS = 64
+TRAIN_PROBLEMS = 1024
+VAL_PROBLEMS = 256
 
 
 def default_root() -> Path:
@@ -33,17 +33,18 @@ def prepare(root: Path | None = None, spec: TinyModelSpec = TinyModelSpec(), for
         return root
     if root.exists():
         shutil.rmtree(root)
-    problems = make_problems(TRAIN_PROBLEMS + VAL_PROBLEMS, seed=spec.seed)
+    problems = make_problems(TRAIN_PROBLEMS + VAL_PROBLEMS, seed=spec.seed, max_operand=spec.max_operand)
     train, val = problems[:TRAIN_PROBLEMS], problems[TRAIN_PROBLEMS:]
     print(f"[reasonrl smoke] building tiny model and data in {root} ...", flush=True)
-    summary = build_tiny_model(root / "model", spec, eval_problems=train)
+    summary = build_tiny_model(root / "model", spec, eval_problems=train, held_out=val)
     write_parquet(train, "train", root / "data" / "train.parquet")
     write_parquet(val, "test", root / "data" / "val.parquet")
     stamp.write_text(spec.digest())
     print(
         f"[reasonrl smoke] {summary['parameters']:,} parameters; warm-start loss "
         f"{summary['warmup_loss_first']:.3f} -> {summary['warmup_loss_last']:.3f}; "
-        f"greedy accuracy on the RL problems {summary['greedy_accuracy_on_rl_problems']:.1%}",
+        f"greedy accuracy {summary['greedy_accuracy_on_rl_problems']:.1%} on the RL problems, "
+        f"{summary['greedy_accuracy_on_validation_problems']:.1%} on the validation problems (neither seen in the warm start)",
         flush=True,
     )
     return root
