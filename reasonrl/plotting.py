@@ -39,22 +39,35 @@ def first_present(metrics: dict[str, float], keys: tuple[str, ...]) -> float | N
 
 
 def plot_run(run_dir: Path, out: Path | None = None) -> Path:
-    """Write a PNG of reward and response length per step; return its path."""
+    """Write a PNG of reward (train, and greedy validation when logged) and response length
+    per step; return its path."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from reasonrl.progress import validation_score
 
     metrics = load_metrics(run_dir)
     if not metrics:
         raise FileNotFoundError(f"no metrics under {Path(run_dir) / 'metrics'} (was the 'file' logger on?)")
     out = Path(out or Path(run_dir) / "training_curves.png")
     figure, (reward_axis, length_axis) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
-    for axis, keys, label in ((reward_axis, REWARD_KEYS, "mean reward"), (length_axis, LENGTH_KEYS, "mean response length (tokens)")):
-        points = [(step, first_present(values, keys)) for step, values in metrics.items()]
+
+    def curve(pick) -> tuple[list[int], list[float]]:
+        points = [(step, pick(values)) for step, values in metrics.items()]
         points = [(s, v) for s, v in points if v is not None]
-        axis.plot([s for s, _ in points], [v for _, v in points], marker="o", markersize=3)
-        axis.set_ylabel(label)
+        return [s for s, _ in points], [v for _, v in points]
+
+    reward_axis.plot(*curve(lambda m: first_present(m, REWARD_KEYS)), marker="o", markersize=3, label="train reward (sampled, mean)")
+    validation_steps, validation = curve(validation_score)
+    if validation:
+        reward_axis.plot(validation_steps, validation, marker="s", markersize=5, label="validation score (greedy, held-out)")
+    reward_axis.set_ylabel("reward")
+    reward_axis.legend(loc="best", fontsize=8)
+    length_axis.plot(*curve(lambda m: first_present(m, LENGTH_KEYS)), marker="o", markersize=3)
+    length_axis.set_ylabel("mean response length (tokens)")
+    for axis in (reward_axis, length_axis):
         axis.grid(alpha=0.3)
     length_axis.set_xlabel("training step")
     reward_axis.set_title(f"{Path(run_dir).name}: {len(metrics)} steps")

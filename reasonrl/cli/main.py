@@ -37,7 +37,14 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, CliCommand]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:
+        print("reasonrl: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as a shell reports it
+
+
+def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] == "train":
         # Hydra parses train's arguments itself (overrides, --cfg job, --help, -m).
         return train.main(argv[1:])

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 from reasonrl.contracts import CliCommand
@@ -84,12 +86,10 @@ def run_prepare_step(config: Any) -> None:
         getattr(import_module(module), function)(config)
 
 
-def pin_run_paths(config: Any) -> None:
+def pin_run_paths(config: Any) -> Path | None:
     """Make the run folder absolute (Ray workers do not share the driver's cwd) and give this
     launch its own metrics file: verl's file logger truncates its file when it opens it, so
-    a resumed run would otherwise lose the steps before the resume."""
-    import time
-
+    a resumed run would otherwise lose the steps before the resume. Returns that file."""
     from omegaconf import open_dict
 
     run_dir = os.path.abspath(os.path.expanduser(str(config.trainer.default_local_dir)))
@@ -97,27 +97,49 @@ def pin_run_paths(config: Any) -> None:
     loggers = [loggers] if isinstance(loggers, str) else list(loggers or [])
     with open_dict(config):
         config.trainer.default_local_dir = run_dir
-        if "file" in loggers and "VERL_FILE_LOGGER_PATH" not in os.environ:
-            path = os.path.join(run_dir, "metrics", time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}.jsonl")
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            runtime_env = config.ray_kwargs.ray_init.setdefault("runtime_env", {})
-            runtime_env.setdefault("env_vars", {})["VERL_FILE_LOGGER_PATH"] = path
+        if "file" not in loggers:
+            return None
+        path = os.environ.get("VERL_FILE_LOGGER_PATH") or os.path.join(
+            run_dir, "metrics", time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}.jsonl"
+        )
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        runtime_env = config.ray_kwargs.ray_init.setdefault("runtime_env", {})
+        runtime_env.setdefault("env_vars", {})["VERL_FILE_LOGGER_PATH"] = os.path.abspath(path)
+    return Path(path)
 
 
 def run_training(config: Any) -> None:
-    """Validate, load the plugins, and hand the config to verl's own trainer entry point."""
+    """Validate, load the plugins, and hand the config to verl's own trainer entry point.
+
+    With verl's ``file`` logger on, a progress line per step and a final summary are printed
+    (``reasonrl.progress``); they read what verl logged.
+    """
     from reasonrl.api import validate_config
+    from reasonrl.progress import ProgressDisplay, summary_lines
 
     validate_config(config)
     run_prepare_step(config)
-    pin_run_paths(config)
+    metrics_path = pin_run_paths(config)
     export_runtime_env(config)
     check_verl_bridge()
     from verl.trainer.main_ppo import main as verl_main
 
-    # verl's `main` is a @hydra.main function; __wrapped__ is its body (device selection,
-    # verl's own validation, Ray start, TaskRunner) without a second Hydra run.
-    verl_main.__wrapped__(config)
+    if metrics_path is None:
+        verl_main.__wrapped__(config)
+        return
+    outcome = "failed"
+    display = ProgressDisplay(metrics_path, total_steps=config.trainer.total_training_steps or 0)
+    try:
+        with display:
+            # verl's `main` is a @hydra.main function; __wrapped__ is its body (device
+            # selection, verl's own validation, Ray start, TaskRunner) without a second Hydra run.
+            verl_main.__wrapped__(config)
+        outcome = "finished"
+    except KeyboardInterrupt:
+        outcome = "interrupted (the same command resumes from the last checkpoint)"
+        raise
+    finally:
+        print("\n".join(summary_lines(display.record, Path(config.trainer.default_local_dir), outcome)), file=sys.stderr, flush=True)
 
 
 def _hydra_app() -> None:
