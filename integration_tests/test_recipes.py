@@ -59,7 +59,8 @@ def test_cpu_tiny_preset_overrides_the_recipe():
     from reasonrl.cli.train import compose_config
 
     config = compose_config(["recipe=mimo", "+preset=cpu_tiny"])
-    assert config.data.train_batch_size == 4 and config.reasonrl.preset.name == "cpu_tiny"
+    assert config.data.train_batch_size == 16 and config.reasonrl.preset.name == "cpu_tiny"
+    assert config.actor_rollout_ref.actor.optim.lr == 1e-4, "the recipe's 7B learning rate is replaced"
     assert config.ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM == "cpu"
     # The recipe's own choices that the preset does not touch survive.
     assert config.actor_rollout_ref.actor.clip_ratio_high == 0.28

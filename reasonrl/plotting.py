@@ -38,6 +38,15 @@ def first_present(metrics: dict[str, float], keys: tuple[str, ...]) -> float | N
     return next((metrics[k] for k in keys if k in metrics), None)
 
 
+#: Window of the train-reward moving average drawn over the per-step points.
+SMOOTHING = 10
+
+
+def moving_average(values: list[float], window: int) -> list[float]:
+    """Mean of each full window of ``window`` consecutive values."""
+    return [sum(values[i - window : i]) / window for i in range(window, len(values) + 1)]
+
+
 def plot_run(run_dir: Path, out: Path | None = None) -> Path:
     """Write a PNG of reward (train, and greedy validation when logged) and response length
     per step; return its path."""
@@ -59,7 +68,10 @@ def plot_run(run_dir: Path, out: Path | None = None) -> Path:
         points = [(s, v) for s, v in points if v is not None]
         return [s for s, _ in points], [v for _, v in points]
 
-    reward_axis.plot(*curve(lambda m: first_present(m, REWARD_KEYS)), marker="o", markersize=3, label="train reward (sampled, mean)")
+    reward_steps, rewards = curve(lambda m: first_present(m, REWARD_KEYS))
+    reward_axis.plot(reward_steps, rewards, marker="o", markersize=2, linewidth=0.8, alpha=0.6, label="train reward (sampled, mean)")
+    if len(rewards) >= 2 * SMOOTHING:
+        reward_axis.plot(reward_steps[SMOOTHING - 1 :], moving_average(rewards, SMOOTHING), linewidth=2, label=f"train reward, mean of {SMOOTHING} steps")
     validation_steps, validation = curve(validation_score)
     if validation:
         reward_axis.plot(validation_steps, validation, marker="s", markersize=5, label="validation score (greedy, held-out)")
@@ -70,7 +82,7 @@ def plot_run(run_dir: Path, out: Path | None = None) -> Path:
     for axis in (reward_axis, length_axis):
         axis.grid(alpha=0.3)
     length_axis.set_xlabel("training step")
-    reward_axis.set_title(f"{Path(run_dir).name}: {len(metrics)} steps")
+    reward_axis.set_title(f"{Path(run_dir).name}: {len(reward_steps)} training steps")
     figure.tight_layout()
     figure.savefig(out, dpi=120)
     plt.close(figure)

@@ -34,3 +34,10 @@ def test_resumed_run_is_merged_and_plotted(tmp_path):
     assert metrics[3]["critic/score/mean"] == 0.3, "the later launch wins for a repeated step"
     png = plot_run(tmp_path)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_moving_average_covers_full_windows_only():
+    from reasonrl.plotting import moving_average
+
+    assert moving_average([1.0, 2.0, 3.0, 4.0], 2) == [1.5, 2.5, 3.5]
+    assert moving_average([1.0], 2) == []
