@@ -7,6 +7,7 @@ that ``import verl`` runs exactly as it does in a user's process or a Ray worker
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -39,3 +40,14 @@ def megatron_spec_plugin_path(tmp_path_factory) -> list[Path]:
     site = tmp_path_factory.mktemp("megatron_site")
     write_dist_info(site, "reasonrl-megatron-spec-plugin", {"reasonrl.plugins": {"megatron_spec_fixture": "reasonrl_megatron_spec_plugin"}})
     return [site, FIXTURES / "megatron_spec_plugin"]
+
+
+@pytest.fixture
+def run_tag():
+    """A fresh tag for a ``reasonrl train`` launch (``reasonrl.testing.cpu_runs``); whatever
+    still carries it at the end of the test is killed, after the test's own assertions."""
+    from reasonrl.testing.cpu_runs import kill_tagged
+
+    tag = uuid.uuid4().hex
+    yield tag
+    kill_tagged(tag)

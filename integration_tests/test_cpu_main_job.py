@@ -11,112 +11,30 @@ Ray or vLLM process behind; every recipe runs the preset.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import signal
 import subprocess
-import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
+from reasonrl.testing.cpu_runs import (
+    LAUNCH_TIMEOUT,
+    assert_steps_trained,
+    launch_metrics,
+    processes_with_tag,
+    reasonrl_command,
+    run_to_end,
+    tagged_env,
+    tail,
+    train_args,
+    trained_steps,
+)
+
 pytestmark = pytest.mark.integration
 
 RECIPES = ["mimo", "kimi_k15", "longcat", "nemotron"]
-LAUNCH_TIMEOUT = 900
-
-
-def reasonrl_command() -> list[str]:
-    return [sys.executable, "-m", "reasonrl.cli.main"]
-
-
-def train_args(recipe: str, run_dir: Path, *overrides: str) -> list[str]:
-    return [*reasonrl_command(), "train", f"recipe={recipe}", "+preset=cpu_tiny", f"trainer.default_local_dir={run_dir}", *overrides]
-
-
-def tagged_env(tag: str) -> dict[str, str]:
-    """The environment of a launch, marked so that every process it starts can be found:
-    Ray's raylet inherits the driver's environment and passes it to its workers, which pass
-    it to vLLM's engine processes."""
-    return {**os.environ, "REASONRL_TEST_RUN_TAG": tag, "PYTHONUNBUFFERED": "1"}
-
-
-def processes_with_tag(tag: str) -> list[str]:
-    """``pid command`` of every live process whose environment carries ``tag``."""
-    found = []
-    marker = f"REASONRL_TEST_RUN_TAG={tag}".encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if marker in (entry / "environ").read_bytes().split(b"\0"):
-                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:120]
-                state = next((line for line in (entry / "status").read_text().splitlines() if line.startswith("State:")), "")
-                if "zombie" not in state:
-                    found.append(f"{entry.name} {command}")
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-    return found
-
-
-def kill_tagged(tag: str) -> None:
-    for line in processes_with_tag(tag):
-        try:
-            os.kill(int(line.split()[0]), signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-@pytest.fixture
-def run_tag():
-    """A fresh tag per test; whatever still carries it at the end is killed (after the
-    assertions about leftovers have been made)."""
-    tag = uuid.uuid4().hex
-    yield tag
-    kill_tagged(tag)
-
-
-def launch_metrics(run_dir: Path) -> list[dict[int, dict]]:
-    """Per launch (oldest first): ``{step: metrics}`` from its own metrics file."""
-    files = sorted((run_dir / "metrics").glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
-    launches = []
-    for path in files:
-        steps: dict[int, dict] = {}
-        for line in path.read_text().splitlines():
-            if line.strip():
-                record = json.loads(line)
-                steps.setdefault(record["step"], {}).update(record["data"])
-        launches.append(steps)
-    return launches
-
-
-def trained_steps(steps: dict[int, dict]) -> dict[int, dict]:
-    return {step: m for step, m in steps.items() if "critic/score/mean" in m}
-
-
-def run_to_end(args: list[str], tag: str, log: Path) -> subprocess.CompletedProcess:
-    with log.open("w") as out:
-        result = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, env=tagged_env(tag), timeout=LAUNCH_TIMEOUT, start_new_session=True)
-    return result
-
-
-def tail(log: Path, lines: int = 60) -> str:
-    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-
-
-def assert_steps_trained(steps: dict[int, dict], expected: range, log: Path) -> None:
-    trained = trained_steps(steps)
-    assert sorted(trained) == list(expected), f"steps {sorted(trained)} instead of {list(expected)}\n{tail(log)}"
-    for step, metrics in trained.items():
-        reward = metrics["critic/score/mean"]
-        assert isinstance(reward, (int, float)) and math.isfinite(reward) and 0.0 <= reward <= 1.0, f"step {step}: reward {reward}"
-        assert math.isfinite(metrics["actor/pg_loss"]), f"step {step}: loss {metrics['actor/pg_loss']}"
-        # vLLM started from random weights (load_format: dummy): its sampling log-probs
-        # agree with the trainer's only if the trainer's weights reached it this step.
-        assert metrics["training/rollout_probs_diff_mean"] < 0.05, f"step {step}: vLLM does not generate with the trainer's weights"
 
 
 def test_main_job_runs_three_steps_checkpoints_and_plots(tmp_path, run_tag):
@@ -136,7 +54,12 @@ def test_main_job_runs_three_steps_checkpoints_and_plots(tmp_path, run_tag):
     assert Path(plot.stdout.strip()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("recipe", [r for r in RECIPES if r != "mimo"])  # mimo: the three-step test
+#: A metric only the recipe's own objective logs (proof that its loss ran in the workers).
+RECIPE_LOSS_METRIC = {"kimi_k15": "actor/kimi/tau", "nemotron": "actor/pg_clipfrac"}
+
+
+# mimo: the three-step test above; longcat: its ε_pos_high schedule test (test_objectives_verl.py)
+@pytest.mark.parametrize("recipe", sorted(RECIPE_LOSS_METRIC))
 def test_every_recipe_trains_one_step_on_the_cpu_preset(tmp_path, run_tag, recipe):
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
     overrides = ["trainer.total_training_steps=1", "trainer.val_before_train=false", "trainer.test_freq=-1"]
@@ -144,6 +67,7 @@ def test_every_recipe_trains_one_step_on_the_cpu_preset(tmp_path, run_tag, recip
     assert result.returncode == 0, tail(log)
     (steps,) = launch_metrics(run_dir)
     assert_steps_trained(steps, range(1, 2), log)
+    assert RECIPE_LOSS_METRIC[recipe] in steps[1], sorted(steps[1])
 
 
 def wait_for_checkpoint(run_dir: Path, process: subprocess.Popen, log: Path, timeout: float = LAUNCH_TIMEOUT) -> int:

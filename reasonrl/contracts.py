@@ -63,3 +63,22 @@ class CliCommand:
     configure: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
     aliases: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class TrainerCallback:
+    """Per-step code a plugin runs inside reasonrl's verl trainer mode ``reasonrl_sync``
+    (verl's synchronous trainer plus these callbacks; ``trainer.v1.trainer_mode=reasonrl_sync``).
+
+    ``build(config)`` is called once in verl's TaskRunner with the run config (upstream
+    imports belong inside it) and returns ``None`` when the run does not need the callback,
+    else an object with any of these methods:
+
+    - ``on_init_end(trainer)``: after verl's trainer finished initialising (workers up);
+    - ``before_actor_update(trainer, extra_info, metrics)``: each step, before the actor
+      update; entries added to ``extra_info`` reach the actor's loss with the batch, entries
+      added to ``metrics`` are logged for the step.
+    """
+
+    name: str
+    build: Callable[[Any], Any]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pluggy
 
-from reasonrl.contracts import CliCommand, ConfigGroup, PluginInfo, Registration
+from reasonrl.contracts import CliCommand, ConfigGroup, PluginInfo, Registration, TrainerCallback
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from omegaconf import DictConfig
@@ -109,6 +109,17 @@ def reasonrl_cli_commands() -> list[CliCommand]:
     """Sub-commands added to the ``reasonrl`` CLI (``reasonrl <name> …``)."""
 
 
+@hookspec
+def reasonrl_benchmarks() -> list[CliCommand]:
+    """Benchmarks run as ``reasonrl bench <name> …``; each prints its numbers (no thresholds)."""
+
+
+@hookspec
+def reasonrl_trainer_callbacks() -> list[TrainerCallback]:
+    """Per-step callbacks inside verl's trainer (trainer mode ``reasonrl_sync``); see
+    :class:`~reasonrl.contracts.TrainerCallback`."""
+
+
 #: The hooks that take no argument and only declare what a plugin contributes.
 DECLARATION_HOOKS = (
     "reasonrl_plugin_info",
@@ -119,4 +130,6 @@ DECLARATION_HOOKS = (
     "reasonrl_hydra_searchpath",
     "reasonrl_patches",
     "reasonrl_cli_commands",
+    "reasonrl_benchmarks",
+    "reasonrl_trainer_callbacks",
 )

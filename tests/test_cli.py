@@ -42,3 +42,23 @@ def test_duplicate_command_name_keeps_builtin(isolated_plugins, capsys):
 def test_no_command_prints_help(capsys):
     assert main([]) == 0
     assert "usage: reasonrl" in capsys.readouterr().out
+
+
+def test_plugin_benchmark_runs_under_bench(isolated_plugins, capsys):
+    def configure(parser):
+        parser.add_argument("--size", type=int, default=1)
+
+    def run(args):
+        print(f"size {args.size}: 1.0x")
+        return 0
+
+    isolated_plugins("timer", reasonrl_benchmarks=lambda: [CliCommand("speed", "time something", configure, run)])
+    assert main(["bench", "speed", "--size", "4"]) == 0
+    assert "size 4: 1.0x" in capsys.readouterr().out
+    assert main(["bench"]) == 0
+    assert "speed" in capsys.readouterr().out
+
+
+def test_bench_without_benchmarks_says_so(isolated_plugins, capsys):
+    assert main(["bench"]) == 1
+    assert "none installed" in capsys.readouterr().out

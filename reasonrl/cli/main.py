@@ -7,13 +7,13 @@ import sys
 
 from reasonrl import __version__
 from reasonrl import plotting
-from reasonrl.cli import plugins_command, smoke_command, train
+from reasonrl.cli import bench_command, plugins_command, smoke_command, train
 from reasonrl.contracts import CliCommand
 from reasonrl.manager import call_each
 
 
 def builtin_commands() -> list[CliCommand]:
-    return [train.COMMAND, plugins_command.COMMAND, smoke_command.COMMAND, plotting.COMMAND]
+    return [train.COMMAND, plugins_command.COMMAND, smoke_command.COMMAND, plotting.COMMAND, bench_command.COMMAND]
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, CliCommand]]:

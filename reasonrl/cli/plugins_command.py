@@ -53,7 +53,7 @@ def collect_report(load_verl: bool = True) -> dict[str, Any]:
     manager = get_plugin_manager()
     plugins: dict[str, dict[str, Any]] = {}
     for name, plugin in manager.list_name_plugin():
-        plugins[name] = {"module": getattr(plugin, "__name__", repr(plugin)), "summary": "", "reports": [], "registrations": [], "config_groups": [], "megatron_layer_specs": [], "cli_commands": [], "patches": []}
+        plugins[name] = {"module": getattr(plugin, "__name__", repr(plugin)), "summary": "", "reports": [], "registrations": [], "config_groups": [], "megatron_layer_specs": [], "cli_commands": [], "benchmarks": [], "trainer_callbacks": [], "patches": []}
     for name, info in call_each("reasonrl_plugin_info"):
         plugins[name].update(summary=info.summary, reports=list(info.reports))
     for upstream in ("verl", "vllm"):
@@ -76,6 +76,10 @@ def collect_report(load_verl: bool = True) -> dict[str, Any]:
         plugins[name]["megatron_layer_specs"] = sorted(specs)
     for name, commands in call_each("reasonrl_cli_commands"):
         plugins[name]["cli_commands"] = [command.name for command in commands]
+    for name, benchmarks in call_each("reasonrl_benchmarks"):
+        plugins[name]["benchmarks"] = [f"reasonrl bench {benchmark.name}" for benchmark in benchmarks]
+    for name, callbacks in call_each("reasonrl_trainer_callbacks"):
+        plugins[name]["trainer_callbacks"] = [callback.name for callback in callbacks]
     patches = []
     for name, patch in declared_patches():
         plugins[name]["patches"].append(patch.name)
@@ -107,7 +111,7 @@ def print_report(report: dict[str, Any]) -> None:
             print(f"      implements: {', '.join(plugin['reports'])}")
         for reg in plugin["registrations"]:
             print(f"      {reg['upstream']:<5} {reg['kind']:<14} {reg['name']:<20} {reg['state']}")
-        for label, key in (("config", "config_groups"), ("megatron specs", "megatron_layer_specs"), ("commands", "cli_commands"), ("patches", "patches")):
+        for label, key in (("config", "config_groups"), ("megatron specs", "megatron_layer_specs"), ("commands", "cli_commands"), ("benchmarks", "benchmarks"), ("trainer callbacks", "trainer_callbacks"), ("patches", "patches")):
             if plugin[key]:
                 print(f"      {label}: {', '.join(plugin[key])}")
     print(f"\nPatches ({len(report['patches'])}):")

@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from reasonrl.config import ConfigError, validate_group
-from reasonrl.contracts import CliCommand, ConfigGroup, PluginInfo, Registration
+from reasonrl.contracts import CliCommand, ConfigGroup, PluginInfo, Registration, TrainerCallback
 from reasonrl.hookspecs import DECLARATION_HOOKS
 from reasonrl.manager import new_plugin_manager, register_plugin
 from reasonrl.patching import Patch
@@ -86,8 +86,8 @@ def _check_config_groups(value: Any) -> list[str]:
     return problems
 
 
-def _check_cli_commands(value: Any) -> list[str]:
-    problems = _check_list(value, CliCommand, "reasonrl_cli_commands")
+def _check_cli_commands(value: Any, hook: str = "reasonrl_cli_commands") -> list[str]:
+    problems = _check_list(value, CliCommand, hook)
     for command in value if not problems else []:
         try:
             command.configure(argparse.ArgumentParser(prog=f"reasonrl {command.name}"))
@@ -122,8 +122,13 @@ def check_declarations(plugin: object, name: str) -> list[str]:
         names = [p.name for p in results["reasonrl_patches"]] if not patch_problems else []
         patch_problems += [f"patch {n!r} declared twice" for n in set(names) if names.count(n) > 1]
         problems += patch_problems
-    if "reasonrl_cli_commands" in results:
-        problems += _check_cli_commands(results["reasonrl_cli_commands"])
+    for hook in ("reasonrl_cli_commands", "reasonrl_benchmarks"):
+        if hook in results:
+            problems += _check_cli_commands(results[hook], hook)
+    if "reasonrl_trainer_callbacks" in results:
+        callbacks = results["reasonrl_trainer_callbacks"]
+        callback_problems = _check_list(callbacks, TrainerCallback, "reasonrl_trainer_callbacks")
+        problems += callback_problems or [f"trainer callback {c.name!r}: build must be callable" for c in callbacks if not callable(c.build)]
     return problems
 
 
