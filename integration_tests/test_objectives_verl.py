@@ -1,0 +1,97 @@
+"""The objectives plugin against the real verl: discovery in a fresh process, the Megatron
+actor config, the CLI's config output, and a CPU training run whose ε_pos_high schedule
+reaches the loss in verl's actor worker."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import yaml
+
+from reasonrl.testing.cpu_runs import assert_steps_trained, launch_metrics, run_to_end, tail, train_args
+from reasonrl.testing.fresh_process import python_fresh, reasonrl_fresh
+
+pytestmark = pytest.mark.integration
+
+
+def test_bare_import_verl_resolves_both_losses():
+    code = (
+        "import verl\n"
+        "from verl.trainer.ppo.core_algos import get_policy_loss_fn\n"
+        "print(get_policy_loss_fn('longcat').__module__, get_policy_loss_fn('kimi_mirror_descent').__module__)\n"
+    )
+    result = python_fresh(code)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split()[-2:] == ["reasonrl.plugins.objectives.verl_losses"] * 2
+
+
+def test_trainer_mode_is_registered_where_verl_looks_it_up():
+    """verl's TaskRunner process imports verl.trainer.main_ppo first; plain workers skip it."""
+    task_runner = python_fresh(
+        "import verl.trainer.main_ppo\nfrom verl.trainer.ppo.v1 import get_trainer_cls\n"
+        "from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync\nprint(issubclass(get_trainer_cls('reasonrl_sync'), PPOTrainerSync))"
+    )
+    worker = python_fresh("import verl, sys\nprint('verl.trainer.ppo.v1.trainer_base' in sys.modules)")
+    assert task_runner.stdout.split()[-1] == "True", task_runner.stderr[-2000:]
+    assert worker.stdout.split()[-1] == "False", "a worker process does not pay for verl's trainer imports"
+
+
+def test_megatron_actor_config_selects_the_same_losses():
+    """verl's Megatron engine calls the same ppo_loss → policy-loss registry: build verl's
+    Megatron actor config with the option file and resolve + run the loss from it."""
+    from hydra import compose, initialize_config_module
+    from verl.trainer.ppo.core_algos import get_policy_loss_fn
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.config import McoreActorConfig
+
+    from reasonrl.plugins.objectives.tests.reference import longcat_equation_4
+
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        config = compose("ppo_megatron_trainer", overrides=["hydra.searchpath=[pkg://reasonrl.hydra_configs]", "+reasonrl/objective=longcat", "data.max_response_length=16", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2"])
+    actor = omega_conf_to_dataclass(config.actor_rollout_ref.actor)
+    assert isinstance(actor, McoreActorConfig) and actor.policy_loss.loss_mode == "longcat"
+    loss_fn = get_policy_loss_fn(actor.policy_loss.loss_mode)
+    generator = torch.Generator().manual_seed(0)
+    old = -torch.rand(4, 16, generator=generator, dtype=torch.float64)
+    log_prob = old + torch.randn(4, 16, generator=generator, dtype=torch.float64)
+    advantages = torch.tensor([1.0, -1.0, 0.5, -0.5], dtype=torch.float64)[:, None].expand(4, 16).clone()
+    mask = torch.ones(4, 16, dtype=torch.bool)
+    actor.global_batch_info.update(dp_size=1, batch_num_tokens=None, global_batch_size=4, loss_scale_factor=actor.loss_scale_factor)
+    loss, metrics = loss_fn(old, log_prob, advantages, mask, actor.loss_agg_mode, actor, None)
+    expected = longcat_equation_4(log_prob, old, old, advantages, mask, 0.2, 0.28, 3.0, 2.0, 16)  # rollout = old: TIS weight 1
+    assert torch.allclose(loss, expected, atol=1e-9) and "actor/longcat/clipfrac_dual_floor" in metrics
+
+
+def test_cfg_job_shows_the_mapped_verl_keys():
+    raw = reasonrl_fresh(["train", "recipe=mimo", "+reasonrl/objective=longcat", "--cfg", "job"])
+    assert raw.returncode == 0, raw.stderr
+    actor = yaml.safe_load(raw.stdout)["actor_rollout_ref"]["actor"]
+    assert actor["clip_ratio_high"] == "${reasonrl.objective.eps_pos_high}" and actor["loss_scale_factor"] == "${reasonrl.objective.t_max}"
+    resolved = reasonrl_fresh(["train", "recipe=mimo", "+reasonrl/objective=longcat", "reasonrl.objective.eps_pos_high=0.3", "--cfg", "job", "--resolve"])
+    config = yaml.safe_load(resolved.stdout)
+    assert config["actor_rollout_ref"]["actor"]["clip_ratio_high"] == 0.3
+    assert config["algorithm"]["rollout_correction"] == {**config["algorithm"]["rollout_correction"], "rollout_is": "token", "rollout_is_threshold": 2.0}
+
+
+def test_invalid_knob_stops_the_cli_before_any_work():
+    result = reasonrl_fresh(["train", "recipe=longcat", "reasonrl.objective.eps_neg_high=0.9", "--cfg", "job"])
+    assert result.returncode == 2 and "reasonrl.objective.eps_neg_high" in result.stderr and "(1.0, inf)" in result.stderr
+    assert result.stdout == ""
+
+
+def test_longcat_recipe_trains_with_a_linear_schedule_that_reaches_the_loss(tmp_path, run_tag):
+    """Two steps, ε_pos_high 0.2 → 0.3: the trainer logs the schedule (actor/eps_pos_high)
+    and the longcat loss, inside verl's actor worker, reports the value it used."""
+    run_dir, log = tmp_path / "run", tmp_path / "train.log"
+    schedule = ["reasonrl.objective.eps_pos_high=0.2", "reasonrl.objective.eps_pos_high_schedule=linear", "reasonrl.objective.eps_pos_high_end=0.3", "reasonrl.objective.eps_pos_high_steps=2"]
+    overrides = ["trainer.total_training_steps=2", "trainer.val_before_train=false", "trainer.test_freq=-1", *schedule]
+    result = run_to_end(train_args("longcat", run_dir, *overrides), run_tag, log)
+    assert result.returncode == 0, tail(log)
+    (steps,) = launch_metrics(run_dir)
+    assert_steps_trained(steps, range(1, 3), log)
+    for step, expected in ((1, 0.2), (2, 0.3)):
+        assert abs(steps[step]["actor/eps_pos_high"] - expected) < 1e-9
+        assert abs(steps[step]["actor/longcat/eps_pos_high"] - expected) < 1e-9, "the value the loss used in the worker"
+        for region in ("low", "high", "dual_floor"):
+            assert 0.0 <= steps[step][f"actor/longcat/clipfrac_{region}"] <= 1.0
+        assert 1.0 <= steps[step]["actor/longcat/tis_mean"] <= 2.0 + 1e-6

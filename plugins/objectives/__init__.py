@@ -1,0 +1,134 @@
+"""objectives: the reports' policy objectives for verl (SPEC §1).
+
+- ``longcat``: LongCat-Flash-Thinking §3.2.1 triplet clipping + truncated importance
+  sampling + the constant G·T_max denominator, no KL; verl's own keys carry the knobs
+  (``+reasonrl/objective=longcat``), the loss mode adds the per-region metrics.
+- the ε_pos_high schedule (constant / linear / step), applied each step by a callback in
+  reasonrl's trainer mode ``reasonrl_sync``.
+- ``kimi_mirror_descent``: Kimi k1.5 §2 policy mirror descent (``+reasonrl/objective=kimi_mirror_descent``).
+- a start-up guard: truncated IS with top-p < 1 or top-k > 0 sampling is refused.
+
+Framework-free math in ``core.py`` / ``schedule.py``; verl adapters in ``verl_*.py``.
+"""
+
+from __future__ import annotations
+
+from reasonrl.config import ConfigError
+from reasonrl.contracts import CliCommand, ConfigGroup, PluginInfo, Registration, TrainerCallback
+from reasonrl.hookspecs import hookimpl
+from reasonrl.plugins.objectives.config import OBJECTIVE_GROUP
+
+#: verl keys each report-named knob is mapped onto by the option files.
+LONGCAT_MAPPING = {
+    "eps_neg_low": "actor_rollout_ref.actor.clip_ratio_low",
+    "eps_pos_high": "actor_rollout_ref.actor.clip_ratio_high",
+    "eps_neg_high": "actor_rollout_ref.actor.clip_ratio_c",
+    "tis_cap": "algorithm.rollout_correction.rollout_is_threshold",
+    "t_max": "actor_rollout_ref.actor.loss_scale_factor",
+}
+
+
+def _register_losses() -> None:
+    from reasonrl.plugins.objectives.verl_losses import register
+
+    register()
+
+
+def _build_schedule_callback(config):
+    from reasonrl.plugins.objectives.verl_schedule import build
+
+    return build(config)
+
+
+@hookimpl
+def reasonrl_plugin_info() -> PluginInfo:
+    return PluginInfo(
+        name="objectives",
+        summary="LongCat triplet clipping + truncated IS + G·T_max, ε_pos_high schedule, Kimi policy mirror descent",
+        reports=("LongCat-Flash-Thinking §3.2.1", "Kimi k1.5 §2"),
+    )
+
+
+@hookimpl
+def reasonrl_verl_registrations() -> list[Registration]:
+    return [
+        Registration("verl", "policy_loss", "longcat", _register_losses, "core_algos.POLICY_LOSS_REGISTRY['longcat']"),
+        Registration("verl", "policy_loss", "kimi_mirror_descent", _register_losses, "core_algos.POLICY_LOSS_REGISTRY['kimi_mirror_descent']"),
+    ]
+
+
+@hookimpl
+def reasonrl_trainer_callbacks() -> list[TrainerCallback]:
+    return [TrainerCallback("eps_pos_high_schedule", _build_schedule_callback)]
+
+
+@hookimpl
+def reasonrl_config_groups() -> list[ConfigGroup]:
+    return [OBJECTIVE_GROUP]
+
+
+def _select(config, key: str):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.select(config, key, default=None)
+
+
+def check_tis_sampling(config) -> None:
+    """Truncated IS with top-p < 1 or top-k > 0 is biased: the sampler's probabilities are
+    renormalised over the kept tokens, so log(π_train/π_rollout) carries the log of the kept
+    mass on every token. Refuse unless ``reasonrl.objective.allow_biased_tis`` is true."""
+    if _select(config, "algorithm.rollout_correction.rollout_is") is None:
+        return
+    if _select(config, "reasonrl.objective.allow_biased_tis"):
+        return
+    top_p = _select(config, "actor_rollout_ref.rollout.top_p")
+    top_k = _select(config, "actor_rollout_ref.rollout.top_k")
+    truncated = []
+    if top_p is not None and float(top_p) < 1.0:
+        truncated.append(f"actor_rollout_ref.rollout.top_p={top_p}")
+    if top_k is not None and int(top_k) > 0:
+        truncated.append(f"actor_rollout_ref.rollout.top_k={top_k}")
+    if truncated:
+        raise ConfigError(
+            "algorithm.rollout_correction.rollout_is",
+            f"truncated importance sampling with {' and '.join(truncated)} is biased: the rollout engine's "
+            "log-probs are renormalised over the kept tokens, so exp(old_logp - rollout_logp) is off by the "
+            "kept probability mass on every token. Sample with top_p=1.0 and top_k=-1, or set "
+            "++reasonrl.objective.allow_biased_tis=true to run anyway.",
+        )
+
+
+def check_objective(config) -> None:
+    """The option file's switch is consistent with verl's keys (a direct override of a mapped
+    verl key would silently diverge from the report-named knob)."""
+    name = _select(config, "reasonrl.objective.name")
+    if name is None:
+        return
+    loss_mode = _select(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
+    if loss_mode != name:
+        raise ConfigError("actor_rollout_ref.actor.policy_loss.loss_mode", f"is {loss_mode!r} but reasonrl.objective.name is {name!r}: use +reasonrl/objective={name}")
+    if name == "longcat":
+        for knob, verl_key in LONGCAT_MAPPING.items():
+            knob_value, verl_value = _select(config, f"reasonrl.objective.{knob}"), _select(config, verl_key)
+            if verl_value is None or float(verl_value) != float(knob_value):
+                raise ConfigError(verl_key, f"= {verl_value} but reasonrl.objective.{knob} = {knob_value}; set the report-named knob (reasonrl.objective.{knob}) instead")
+    schedule = _select(config, "reasonrl.objective.eps_pos_high_schedule") or "constant"
+    if schedule != "constant":
+        mode = _select(config, "trainer.v1.trainer_mode")
+        if mode != "reasonrl_sync":
+            raise ConfigError("trainer.v1.trainer_mode", f"is {mode!r}: the ε_pos_high schedule ({schedule}) is applied by trainer mode 'reasonrl_sync'")
+        if _select(config, "distillation.enabled"):
+            raise ConfigError("reasonrl.objective.eps_pos_high_schedule", "cannot be combined with verl's distillation loss (it replaces the actor's loss function)")
+
+
+@hookimpl
+def reasonrl_check_config(config) -> None:
+    check_tis_sampling(config)
+    check_objective(config)
+
+
+@hookimpl
+def reasonrl_benchmarks() -> list[CliCommand]:
+    from reasonrl.plugins.objectives.bench import BENCHMARK
+
+    return [BENCHMARK]
