@@ -29,7 +29,7 @@ from reasonrl.testing.cpu_runs import (
     tagged_env,
     tail,
     train_args,
-    trained_steps,
+    training_steps,
 )
 
 pytestmark = pytest.mark.integration
@@ -109,5 +109,5 @@ def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag)
     assert result.returncode == 0, tail(resume_log)
     first_launch, resumed = launch_metrics(run_dir)
     assert_steps_trained(resumed, range(saved + 1, total + 1), resume_log)
-    assert max(trained_steps(first_launch)) >= saved
+    assert max(training_steps(first_launch)) >= saved
     assert (run_dir / "latest_checkpointed_iteration.txt").read_text().strip() == str(total)

@@ -23,14 +23,22 @@ def metric_files(run_dir: Path) -> list[Path]:
     return sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime) if folder.exists() else []
 
 
+def read_metrics_file(path: Path) -> dict[int, dict[str, float]]:
+    """``{step: {metric: value}}`` of one launch's file (a step's records are merged)."""
+    steps: dict[int, dict[str, float]] = {}
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            record = json.loads(line)
+            steps.setdefault(int(record["step"]), {}).update(record["data"])
+    return steps
+
+
 def load_metrics(run_dir: Path) -> dict[int, dict[str, float]]:
-    """``{step: {metric: value}}`` over every launch of the run."""
+    """``{step: {metric: value}}`` over every launch of the run (a later launch wins)."""
     steps: dict[int, dict[str, float]] = {}
     for path in metric_files(run_dir):
-        for line in path.read_text().splitlines():
-            if line.strip():
-                record = json.loads(line)
-                steps.setdefault(int(record["step"]), {}).update(record["data"])
+        for step, metrics in read_metrics_file(path).items():
+            steps.setdefault(step, {}).update(metrics)
     return dict(sorted(steps.items()))
 
 

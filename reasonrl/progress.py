@@ -38,6 +38,11 @@ def validation_score(metrics: dict[str, float]) -> float | None:
     return None
 
 
+def training_steps(steps: dict[int, dict[str, float]]) -> dict[int, dict[str, float]]:
+    """Steps that trained (a validation-only record, e.g. step 0, has no reward)."""
+    return {step: metrics for step, metrics in steps.items() if REWARD in metrics}
+
+
 @dataclass
 class RunRecord:
     """What one launch saw: per-step metrics and the host memory in use."""
@@ -53,8 +58,7 @@ class RunRecord:
         return all(isinstance(m[REWARD], (int, float)) and math.isfinite(m[REWARD]) for m in self.training_steps().values())
 
     def training_steps(self) -> dict[int, dict[str, float]]:
-        """Steps that trained (a final validation-only record has no reward)."""
-        return {step: metrics for step, metrics in self.steps.items() if REWARD in metrics}
+        return training_steps(self.steps)
 
     def validation(self) -> dict[int, float]:
         scores = {step: validation_score(metrics) for step, metrics in self.steps.items()}

@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 import torch
 from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY, agg_loss, register_policy_loss
+from verl.utils.torch_functional import masked_mean
 from verl.workers.config import PolicyLossConfig
 
 from reasonrl.plugins.objectives import core
@@ -54,10 +55,6 @@ def _clip_bounds(config: Any) -> tuple[float, float, float]:
     return eps_neg_low, scheduled if scheduled is not None else eps_pos_high, config.get("clip_ratio_c", 3.0)
 
 
-def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return torch.where(mask, values, 0.0).sum() / mask.sum().clamp(min=1)
-
-
 def longcat_policy_loss(
     old_log_prob: torch.Tensor,
     log_prob: torch.Tensor,
@@ -81,7 +78,7 @@ def longcat_policy_loss(
     metrics = {
         # verl's vanilla names, same meaning
         "actor/pg_clipfrac": regions.low + regions.high,
-        "actor/ppo_kl": _masked_mean(-log_ratio.detach(), mask).item(),
+        "actor/ppo_kl": masked_mean(-log_ratio.detach(), mask).item(),
         "actor/pg_clipfrac_lower": regions.dual_floor,
         # what vanilla does not report
         "actor/longcat/clipfrac_low": regions.low,
@@ -122,7 +119,7 @@ def kimi_mirror_descent_policy_loss(
         rows = mask.any(dim=-1)
         mean_square = (sequence_log_ratio.square()[rows].mean() if rows.any() else torch.zeros(())).item()
     metrics = {
-        "actor/ppo_kl": _masked_mean(old_log_prob - log_prob, mask).item(),
+        "actor/ppo_kl": masked_mean(old_log_prob - log_prob, mask).item(),
         "actor/kimi/sequence_log_ratio_sq": mean_square,
         "actor/kimi/tau": tau,
     }

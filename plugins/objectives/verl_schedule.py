@@ -47,9 +47,6 @@ class ScheduledPPOLoss:
             self._config.policy_loss.eps_pos_high = float(value)
         return ppo_loss(self._config, model_output, data, dp_group)
 
-    def __getstate__(self) -> dict:
-        return {"actor_config": self.actor_config, "_config": None}
-
 
 class EpsScheduleCallback:
     def __init__(self, schedule: EpsSchedule) -> None:

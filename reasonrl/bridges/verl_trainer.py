@@ -29,46 +29,14 @@ def build_callbacks(config: Any) -> list[tuple[str, Any]]:
     return built
 
 
-def _trainer_class() -> type:
-    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
-
-    class CallbackTrainer(PPOTrainerSync):
-        """verl's ``PPOTrainerSync`` with reasonrl's per-step plugin callbacks."""
-
-        def _build_replay_buffer(self):
-            self.trainer_mode = "sync"  # called from __init__, before anything reads the mode
-            return super()._build_replay_buffer()
-
-        def on_init_end(self):
-            super().on_init_end()
-            self.reasonrl_callbacks = build_callbacks(self.config)
-            for _name, callback in self.reasonrl_callbacks:
-                if hasattr(callback, "on_init_end"):
-                    callback.on_init_end(self)
-
-        def _update_actor(self, batch, metrics: dict):
-            for _name, callback in self.reasonrl_callbacks:
-                if hasattr(callback, "before_actor_update"):
-                    callback.before_actor_update(self, batch.extra_info, metrics)
-            return super()._update_actor(batch, metrics)
-
-    CallbackTrainer.__qualname__ = CallbackTrainer.__name__ = "ReasonrlSyncTrainer"
-    return CallbackTrainer
-
-
-_registered: type | None = None
-
-
-def register() -> type:
+def register() -> None:
     """Add ``reasonrl_sync`` to verl's trainer registry (idempotent)."""
-    global _registered
     from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, register_trainer
 
-    if _registered is None:
-        _registered = _trainer_class()
-    if TRAINER_REGISTRY.get(TRAINER_MODE) is not _registered:
-        register_trainer(TRAINER_MODE)(_registered)
-    return _registered
+    from reasonrl.bridges.verl_sync_trainer import ReasonrlSyncTrainer
+
+    if TRAINER_REGISTRY.get(TRAINER_MODE) is not ReasonrlSyncTrainer:
+        register_trainer(TRAINER_MODE)(ReasonrlSyncTrainer)
 
 
 #: The package whose import makes verl's trainer registry usable.

@@ -8,13 +8,15 @@ end-to-end CPU tests (``reasonrl train ... +preset=cpu_tiny``).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
+
+from reasonrl.plotting import metric_files, read_metrics_file
+from reasonrl.progress import training_steps
 
 LAUNCH_TIMEOUT = 900
 
@@ -62,20 +64,7 @@ def kill_tagged(tag: str) -> None:
 
 def launch_metrics(run_dir: Path) -> list[dict[int, dict]]:
     """Per launch (oldest first): ``{step: metrics}`` from its own metrics file."""
-    files = sorted((run_dir / "metrics").glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
-    launches = []
-    for path in files:
-        steps: dict[int, dict] = {}
-        for line in path.read_text().splitlines():
-            if line.strip():
-                record = json.loads(line)
-                steps.setdefault(record["step"], {}).update(record["data"])
-        launches.append(steps)
-    return launches
-
-
-def trained_steps(steps: dict[int, dict]) -> dict[int, dict]:
-    return {step: m for step, m in steps.items() if "critic/score/mean" in m}
+    return [read_metrics_file(path) for path in metric_files(run_dir)]
 
 
 def run_to_end(args: list[str], tag: str, log: Path) -> subprocess.CompletedProcess:
@@ -89,7 +78,7 @@ def tail(log: Path, lines: int = 60) -> str:
 
 
 def assert_steps_trained(steps: dict[int, dict], expected: range, log: Path) -> None:
-    trained = trained_steps(steps)
+    trained = training_steps(steps)
     assert sorted(trained) == list(expected), f"steps {sorted(trained)} instead of {list(expected)}\n{tail(log)}"
     for step, metrics in trained.items():
         reward = metrics["critic/score/mean"]
