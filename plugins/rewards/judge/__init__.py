@@ -1,0 +1,10 @@
+"""The code judge under every code reward (SPEC §2 "Code sandbox"): isolated runs, per-test verdicts.
+
+Backends: :class:`LocalJudge` (bubblewrap sandboxes with warm runners, this machine) and
+:class:`SandboxFusionJudge` (an existing SandboxFusion server). Formats: ``formats.py``.
+"""
+
+from reasonrl.plugins.rewards.judge.formats import JudgeResult, Problem, Submission, TestCase, Verdict, outputs_match, parse_tests
+from reasonrl.plugins.rewards.judge.local import JudgeLimits, LocalJudge
+
+__all__ = ["JudgeLimits", "JudgeResult", "LocalJudge", "Problem", "Submission", "TestCase", "Verdict", "outputs_match", "parse_tests"]

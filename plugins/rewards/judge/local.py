@@ -1,0 +1,152 @@
+"""The local judge: one sandboxed warm runner per core, an async batch API on top.
+
+    judge = LocalJudge(JudgeLimits(time_s=2))
+    results = await judge.judge([Submission(problem, code, "python"), ...])   # or judge_sync(...)
+    results[0].verdicts  # one Verdict per test
+
+A solution is compiled once and run against all its tests in one runner (SPEC §2:
+"once-compilation for multi-run"); different solutions run in parallel on all runners.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Callable, Iterable
+
+from reasonrl.plugins.rewards.judge.formats import LANGUAGES, JudgeResult, Submission, Verdict, outputs_match
+from reasonrl.plugins.rewards.judge.sandbox import Sandbox, SandboxFailure, SandboxUnavailable
+
+RUNNER_STATUS = {
+    "wrong_answer": Verdict.WRONG_ANSWER,  # an assertion test's assertion failed
+    "time_limit": Verdict.TIME_LIMIT,
+    "memory_limit": Verdict.MEMORY_LIMIT,
+    "runtime_error": Verdict.RUNTIME_ERROR,
+    "compile_error": Verdict.COMPILE_ERROR,
+    "judge_error": Verdict.JUDGE_ERROR,
+}
+
+
+@dataclass(frozen=True)
+class JudgeLimits:
+    """Per-test limits. ``time_s`` is CPU time; the wall-clock limit is ``time_s · wall_factor + 0.5``."""
+
+    time_s: float = 2.0
+    wall_factor: float = 2.0
+    memory_mb: int = 1024
+    max_processes: int = 32
+    max_file_mb: int = 16
+    max_open_files: int = 64
+    compile_time_s: float = 20.0
+    compile_memory_mb: int = 2048
+    float_tolerance: float | None = None
+    tmp_size_mb: int = 256
+
+    def __post_init__(self):
+        for key, low in (("time_s", 0.01), ("wall_factor", 1.0), ("memory_mb", 64), ("max_processes", 1), ("max_file_mb", 1),
+                         ("max_open_files", 8), ("compile_time_s", 0.1), ("compile_memory_mb", 256), ("tmp_size_mb", 16)):
+            if getattr(self, key) < low:
+                raise ValueError(f"JudgeLimits.{key} = {getattr(self, key)}: must be ≥ {low}")
+
+    def to_runner(self) -> dict:
+        runner = asdict(self)
+        runner.pop("float_tolerance")
+        runner.pop("tmp_size_mb")
+        return runner
+
+
+def verdicts_from_runner(submission: Submission, response: dict, float_tolerance: float | None) -> JudgeResult:
+    """Map the runner's raw outcomes to one verdict per test (stdout compared here, on the host)."""
+    problem, tests = submission.problem, submission.problem.tests
+    result = JudgeResult(problem.problem_id, submission.solution_id, submission.language, [])
+    if "error" in response:
+        result.verdicts, result.message = [Verdict.JUDGE_ERROR] * len(tests), response["error"]
+        return result
+    compiled = response["compile"]
+    if not compiled["ok"]:
+        verdict = Verdict.JUDGE_ERROR if compiled.get("status") == "judge_error" else Verdict.COMPILE_ERROR
+        result.verdicts, result.message = [verdict] * len(tests), compiled["message"]
+        return result
+    for test, run in zip(tests, response["runs"]):
+        if run["status"] != "ok":
+            verdict = RUNNER_STATUS[run["status"]]
+            if verdict is Verdict.JUDGE_ERROR and not result.message:
+                result.message = run.get("stderr", "")[-500:]
+        elif test.assertion is not None or outputs_match(run["stdout"], test.expected_stdout or "", float_tolerance):
+            verdict = Verdict.PASSED
+        else:
+            verdict = Verdict.WRONG_ANSWER
+        result.verdicts.append(verdict)
+        result.times_s.append(run.get("cpu_s", 0.0))
+    return result
+
+
+class LocalJudge:
+    """Judge on this machine: ``workers`` sandboxes (default: one per core), started lazily."""
+
+    def __init__(self, limits: JudgeLimits | None = None, workers: int | None = None):
+        self.limits = limits or JudgeLimits()
+        self.workers = workers or os.cpu_count() or 1
+        self._sandboxes: queue.Queue[Sandbox] = queue.Queue()
+        self._all = [Sandbox(slot, self.limits.tmp_size_mb) for slot in range(self.workers)]
+        for sandbox in self._all:
+            self._sandboxes.put(sandbox)
+        self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="reasonrl-judge")
+
+    def _request(self, submission: Submission) -> dict:
+        problem = submission.problem
+        tests = []
+        for test in problem.tests:
+            runner_test = test.to_runner()
+            if "code" in runner_test and problem.setup:
+                runner_test["code"] = problem.setup + "\n" + runner_test["code"]
+            tests.append(runner_test)
+        return {"language": submission.language, "source": submission.code, "tests": tests, "limits": self.limits.to_runner()}
+
+    def _timeout(self, submission: Submission) -> float:
+        per_test = self.limits.time_s * self.limits.wall_factor + 1.5
+        return self.limits.compile_time_s + per_test * len(submission.problem.tests) + 15.0
+
+    def judge_one(self, submission: Submission) -> JudgeResult:
+        """Blocking: judge one submission on a free runner."""
+        if submission.language not in LANGUAGES:
+            raise ValueError(f"language {submission.language!r} is not supported; use one of {LANGUAGES}")
+        if not submission.problem.tests:
+            return JudgeResult(submission.problem.problem_id, submission.solution_id, submission.language, [])
+        sandbox = self._sandboxes.get()
+        try:
+            response = sandbox.run(self._request(submission), self._timeout(submission))
+        except (SandboxFailure, SandboxUnavailable) as failure:
+            response = {"error": str(failure)}
+        finally:
+            self._sandboxes.put(sandbox)
+        return verdicts_from_runner(submission, response, self.limits.float_tolerance)
+
+    async def judge(self, submissions: Iterable[Submission], on_result: Callable[[JudgeResult], None] | None = None) -> list[JudgeResult]:
+        """Judge many submissions concurrently on all runners; results in submission order."""
+        loop = asyncio.get_running_loop()
+
+        async def one(submission: Submission) -> JudgeResult:
+            result = await loop.run_in_executor(self._executor, self.judge_one, submission)
+            if on_result is not None:
+                on_result(result)
+            return result
+
+        return list(await asyncio.gather(*(one(s) for s in submissions)))
+
+    def judge_sync(self, submissions: Iterable[Submission], on_result: Callable[[JudgeResult], None] | None = None) -> list[JudgeResult]:
+        return asyncio.run(self.judge(list(submissions), on_result))
+
+    def close(self) -> None:
+        for sandbox in self._all:
+            sandbox.close()
+        self._executor.shutdown(wait=False)
+
+    def __enter__(self) -> "LocalJudge":
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.close()
