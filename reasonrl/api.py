@@ -42,3 +42,24 @@ def megatron_layer_spec(name: str, **kwargs: Any) -> Any:
     if name not in builders:
         raise KeyError(f"no plugin provides a Megatron layer spec named {name!r}; known: {sorted(builders)}")
     return builders[name](**kwargs)
+
+
+def calibrate_difficulty(verdicts, levels: int = 3, level_scores=None):
+    """MiMo §3.3.1 calibration of one problem from a solutions × tests matrix of booleans:
+    tests clustered by pass rate into ``levels`` levels, easiest first (rewards plugin)."""
+    from reasonrl.plugins.rewards.difficulty import calibrate
+
+    return calibrate(verdicts, levels=levels, level_scores=level_scores)
+
+
+def test_difficulty_reward(passed, calibration, scheme: str = "strict") -> float:
+    """One solution's test-difficulty reward: ``scheme`` ∈ {strict, soft, all_or_nothing};
+    ``calibration`` is what :func:`calibrate_difficulty` returned (or its JSON)."""
+    from reasonrl.plugins.rewards.difficulty import TestDifficulty, reward
+
+    if isinstance(calibration, dict):
+        calibration = TestDifficulty.from_json(calibration)
+    return reward(passed, calibration, scheme)
+
+
+test_difficulty_reward.__test__ = False  # a facade, not a pytest test
