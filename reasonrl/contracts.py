@@ -75,6 +75,10 @@ class TrainerCallback:
     else an object with any of these methods:
 
     - ``on_init_end(trainer)``: after verl's trainer finished initialising (workers up);
+    - ``before_advantage(trainer, batch, metrics)``: each step, after rewards and before
+      verl computes advantages; ``batch`` is verl's ``KVBatchMeta`` (the step's keys in the
+      TransferQueue): a callback may read fields and write modified ones back (``rm_scores``,
+      ``response_mask``/``loss_mask``) with ``transfer_queue.kv_batch_get``/``kv_batch_put``;
     - ``before_actor_update(trainer, extra_info, metrics)``: each step, before the actor
       update; entries added to ``extra_info`` reach the actor's loss with the batch, entries
       added to ``metrics`` are logged for the step.

@@ -24,6 +24,12 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
             if hasattr(callback, "on_init_end"):
                 callback.on_init_end(self)
 
+    def _compute_advantage(self, batch, metrics: dict):
+        for _name, callback in self.reasonrl_callbacks:
+            if hasattr(callback, "before_advantage"):
+                callback.before_advantage(self, batch, metrics)
+        return super()._compute_advantage(batch, metrics)
+
     def _update_actor(self, batch, metrics: dict):
         for _name, callback in self.reasonrl_callbacks:
             if hasattr(callback, "before_actor_update"):

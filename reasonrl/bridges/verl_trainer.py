@@ -8,9 +8,6 @@ several places, so the instance reports ``sync`` — and calls every
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import sys
 from typing import Any
 
 TRAINER_MODE = "reasonrl_sync"
@@ -43,35 +40,10 @@ def register() -> None:
 TRAINERS_PACKAGE = "verl.trainer.ppo.v1"
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs ``callback`` right after module ``name`` has been imported (its loader's
-    ``exec_module`` finished), in whichever process imports it; then steps aside."""
-
-    def __init__(self, name: str, callback) -> None:
-        self.name, self.callback = name, callback
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != self.name:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None:
-            return spec
-        execute = spec.loader.exec_module
-
-        def exec_module(module):
-            execute(module)
-            self.callback()
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 def register_when_imported() -> None:
     """Register ``reasonrl_sync`` as soon as verl's trainer package is imported — in verl's
     TaskRunner, the process that looks trainers up. Processes that never import it
     (workers, vLLM, reward loop) skip the ~1.5 s import of verl's trainer modules."""
-    if TRAINERS_PACKAGE in sys.modules:
-        register()
-    elif not any(isinstance(finder, _AfterImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport(TRAINERS_PACKAGE, register))
+    from reasonrl.bridges.import_hooks import run_after_import
+
+    run_after_import(TRAINERS_PACKAGE, register)

@@ -1,0 +1,102 @@
+"""verl adapters for the group step: a ``before_advantage`` callback of trainer mode
+``reasonrl_sync`` and the ``masked_grpo`` advantage estimator.
+
+The callback reads the step's ``uid``, ``rm_scores``, ``response_mask``, ``loss_mask`` and the
+reward manager's ``reward_extra_info`` (``acc``, ``incomplete``) from verl's TransferQueue,
+adds the length reward to ``rm_scores`` (at the token that carries the score) and zeroes both
+masks of masked responses, then writes the fields back; verl then computes advantages from
+them as usual. A zero ``loss_mask`` takes a response out of verl's loss (``agg_loss`` skips
+fully masked sequences); ``masked_grpo`` takes it out of its group's mean and std: it is
+verl's own ``compute_grpo_outcome_advantage`` run on the unmasked responses only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from reasonrl.plugins.rewards.config import RewardsConfig, settings_from
+from reasonrl.plugins.rewards.group_step import group_adjustments
+
+FETCHED = ["uid", "rm_scores", "response_mask", "loss_mask", "extra_fields"]
+ESTIMATOR = "masked_grpo"
+
+
+def _items(value) -> list:
+    value = value.tolist() if hasattr(value, "tolist") else list(value)
+    return [getattr(v, "data", v) for v in value]
+
+
+def apply_group_step(fields, settings: RewardsConfig, step: int):
+    """``fields``: the TensorDict verl's TransferQueue returns for FETCHED (jagged tensors per
+    response). Returns (TensorDict of rm_scores/response_mask/loss_mask to write back, metrics)."""
+    from tensordict import TensorDict
+
+    uids = _items(fields["uid"])
+    extra = [(e or {}).get("reward_extra_info", {}) if isinstance(e, dict) else {} for e in _items(fields["extra_fields"])]
+    rm_scores = [t.clone() for t in fields["rm_scores"].unbind()]
+    response_mask = [t.clone() for t in fields["response_mask"].unbind()]
+    loss_mask = [t.clone() for t in fields["loss_mask"].unbind()]
+    lengths = [int(m.sum()) for m in response_mask]
+    correct = [float(e.get("acc", 0.0)) >= 1.0 for e in extra]
+    incomplete = [float(e.get("incomplete", 0.0)) > 0 for e in extra]
+    bonus, masked = group_adjustments(uids, lengths, correct, incomplete, step, settings.length_penalty_weight,
+                                      settings.length_penalty_warmup_steps, settings.mask_incomplete)
+    for i in range(len(uids)):
+        if bonus[i]:
+            last = int(torch.nonzero(response_mask[i]).max()) if lengths[i] else rm_scores[i].numel() - 1
+            rm_scores[i][last] += bonus[i]
+        if masked[i]:
+            response_mask[i].zero_()
+            loss_mask[i].zero_()
+    nested = lambda tensors: torch.nested.as_nested_tensor(tensors, layout=torch.jagged)  # noqa: E731
+    out = TensorDict({"rm_scores": nested(rm_scores), "response_mask": nested(response_mask), "loss_mask": nested(loss_mask)}, batch_size=len(uids))
+    metrics = {
+        "reasonrl/incomplete": float(sum(incomplete)),
+        "reasonrl/incomplete_masked": float(sum(masked)),
+        "reasonrl/incomplete_masked_frac": sum(masked) / max(1, len(masked)),
+        "reasonrl/length_penalty_mean": float(np.mean(bonus)) if bonus else 0.0,
+    }
+    return out, metrics
+
+
+class GroupStep:
+    """``before_advantage`` callback: length penalty and masking on the step's TransferQueue fields."""
+
+    def __init__(self, settings: RewardsConfig):
+        self.settings = settings
+
+    def before_advantage(self, trainer, batch, metrics: dict) -> None:
+        import transfer_queue as tq
+
+        fields = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=FETCHED)
+        out, step_metrics = apply_group_step(fields, self.settings, int(trainer.global_steps))
+        tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=out)
+        metrics.update(step_metrics)
+
+
+def build(config):
+    settings = settings_from(config)
+    return GroupStep(settings) if settings.needs_group_callback else None
+
+
+def masked_grpo_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray, config=None, **_unused):
+    """verl's GRPO outcome advantage over the responses that have any unmasked token; 0 for the rest."""
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+
+    norm_by_std = True if config is None else bool(config.get("norm_adv_by_std_in_grpo", True))
+    keep = (response_mask.sum(dim=-1) > 0).cpu()
+    advantages = torch.zeros_like(token_level_rewards)
+    returns = torch.zeros_like(token_level_rewards)
+    if keep.any():
+        kept_index = np.asarray(index, dtype=object)[keep.numpy()]
+        adv, ret = compute_grpo_outcome_advantage(token_level_rewards[keep], response_mask[keep], kept_index, norm_adv_by_std_in_grpo=norm_by_std)
+        advantages[keep], returns[keep] = adv, ret
+    return advantages, returns
+
+
+def register_estimator() -> None:
+    from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est
+
+    if ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR) is not masked_grpo_advantage:
+        register_adv_est(ESTIMATOR)(masked_grpo_advantage)

@@ -1,0 +1,106 @@
+"""verl adapter: reward manager ``reasonrl`` in verl 0.9.1's reward loop.
+
+Selected with ``reward.reward_manager.name=reasonrl`` (the option files do it). verl's
+reward loop calls ``run_single`` once per trajectory (in its RewardLoopWorker processes); it
+returns the reward and, in ``reward_extra_info``, the per-sample facts the rest of reasonrl
+uses (``acc``, ``incomplete`` for the group step in ``verl_group.py``) and logs (per-level
+pass string, judge errors, truncation). A ``reward.custom_reward_function`` still replaces
+the task reward (as in verl's naive manager); format reward and flags are added on top.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from verl import DataProto
+from verl.experimental.reward_loop.reward_manager import register
+from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
+
+from reasonrl.plugins.rewards import scoring
+from reasonrl.plugins.rewards.config import settings_from
+from reasonrl.plugins.rewards.thinking_format import THINKING_OFF, THINKING_ON
+
+NAME = "reasonrl"
+
+
+def _select(config, key: str, default=None):
+    from omegaconf import OmegaConf
+
+    try:
+        value = OmegaConf.select(config, key, default=default)
+    except Exception:  # a plain dict config
+        value = default
+    return value
+
+
+class ReasonrlRewardManager(RewardManagerBase):
+    """Code (sandboxed judge + test-difficulty schemes), math (Math-Verify), thinking-toggle
+    format and incomplete-signal flags, per trajectory."""
+
+    def __init__(self, config, tokenizer, compute_score=None, reward_router_address=None, reward_model_tokenizer=None):
+        super().__init__(config, tokenizer, compute_score)
+        self.settings = settings_from(config)
+        # verl hands every manager a score function (its data_source dispatch when none is
+        # configured); only a configured reward.custom_reward_function replaces ours.
+        self.custom_score = compute_score if _select(config, "reward.custom_reward_function.path") else None
+        self.max_response_length = _select(config, "actor_rollout_ref.rollout.response_length") or _select(config, "data.max_response_length")
+        self.reward_workers = int(_select(config, "reward.num_workers", 1) or 1)
+        self._judge = None
+
+    @property
+    def judge(self):
+        if self._judge is None:  # started on the first code response: math-only runs never start sandboxes
+            self._judge = scoring.make_judge(self.settings, self.reward_workers)
+        return self._judge
+
+    async def _custom_task_score(self, data_source, response, ground_truth, extra_info) -> scoring.Scored:
+        kwargs = dict(data_source=data_source, solution_str=response, ground_truth=ground_truth, extra_info=extra_info)
+        if inspect.iscoroutinefunction(self.custom_score):
+            result = await self.custom_score(**kwargs)
+        else:
+            result = await self.loop.run_in_executor(None, lambda: self.custom_score(**kwargs))
+        value = float(result["score"] if isinstance(result, dict) else result)
+        return scoring.Scored(value, value >= 1.0)
+
+    async def _task_score(self, data_source, response: str, ground_truth, extra_info: dict) -> scoring.Scored:
+        if self.custom_score is not None:
+            return await self._custom_task_score(data_source, response, ground_truth, extra_info)
+        code = scoring.code_spec(ground_truth, extra_info)
+        if code is not None:
+            problem, calibration = code
+            return await scoring.score_code(self.judge, problem, calibration, response, self.settings.code_scheme)
+        return await self.loop.run_in_executor(None, scoring.math_scored, response, ground_truth)
+
+    def _thinking_mode(self, item, extra_info: dict) -> str | None:
+        setting = extra_info.get("thinking")
+        if setting is not None:
+            return "on" if setting in (True, "on") else "off"
+        prompt = self.tokenizer.decode(item.batch["prompts"][item.batch["attention_mask"][: item.batch["prompts"].shape[-1]].bool()], skip_special_tokens=False)
+        if THINKING_ON in prompt:
+            return "on"
+        if THINKING_OFF in prompt:
+            return "off"
+        return None
+
+    async def run_single(self, data: DataProto) -> dict[str, Any]:
+        item = data[-1:][0]  # the last turn, as verl's naive manager
+        response_ids = item.batch["responses"]
+        valid_length = int(item.batch["attention_mask"][-response_ids.shape[-1]:].sum())
+        ids = response_ids[:valid_length].tolist()
+        response = await self.loop.run_in_executor(None, lambda: self.tokenizer.decode(ids, skip_special_tokens=True))
+        extra_info = dict(item.non_tensor_batch.get("extra_info", None) or {})
+        ground_truth = item.non_tensor_batch["reward_model"]["ground_truth"]
+        task = await self._task_score(item.non_tensor_batch.get("data_source"), response, ground_truth, extra_info)
+        format_score = scoring.thinking_format(self.settings, response, self._thinking_mode(item, extra_info) if self.settings.thinking_format_weight > 0 else None)
+        flags = scoring.incomplete_flags(self.settings, ids, self.max_response_length, task.judge_error)
+        extra = scoring.combine(task, format_score, flags, self.settings)
+        return {"reward_score": extra["score"], "reward_extra_info": extra}
+
+
+def register_manager() -> None:
+    """Put ``reasonrl`` in verl's reward-manager registry (idempotent)."""
+    from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
+
+    if REWARD_MANAGER.get(NAME) is not ReasonrlRewardManager:
+        register(NAME)(ReasonrlRewardManager)
