@@ -56,18 +56,24 @@ def test_main_job_runs_three_steps_checkpoints_and_plots(tmp_path, run_tag):
 
 #: A metric only the recipe's own objective logs (proof that its loss ran in the workers).
 RECIPE_LOSS_METRIC = {"kimi_k15": "actor/kimi/tau", "nemotron": "actor/pg_clipfrac"}
+#: Kimi's length penalty from step 1 (its warm-up is 20 steps): the group step of trainer mode
+#: reasonrl_sync then reads and writes verl's TransferQueue fields in this one-step run.
+RECIPE_OVERRIDES = {"kimi_k15": ["reasonrl.rewards.length_penalty_warmup_steps=0"]}
+RECIPE_REWARD_METRIC = {"kimi_k15": "reasonrl/length_penalty_mean"}
 
 
 # mimo: the three-step test above; longcat: its ε_pos_high schedule test (test_objectives_verl.py)
 @pytest.mark.parametrize("recipe", sorted(RECIPE_LOSS_METRIC))
 def test_every_recipe_trains_one_step_on_the_cpu_preset(tmp_path, run_tag, recipe):
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
-    overrides = ["trainer.total_training_steps=1", "trainer.val_before_train=false", "trainer.test_freq=-1"]
+    overrides = ["trainer.total_training_steps=1", "trainer.val_before_train=false", "trainer.test_freq=-1", *RECIPE_OVERRIDES.get(recipe, [])]
     result = run_to_end(train_args(recipe, run_dir, *overrides), run_tag, log)
     assert result.returncode == 0, tail(log)
     (steps,) = launch_metrics(run_dir)
     assert_steps_trained(steps, range(1, 2), log)
     assert RECIPE_LOSS_METRIC[recipe] in steps[1], sorted(steps[1])
+    if recipe in RECIPE_REWARD_METRIC:
+        assert -0.5 <= steps[1][RECIPE_REWARD_METRIC[recipe]] <= 0.5, sorted(steps[1])
 
 
 def wait_for_checkpoint(run_dir: Path, process: subprocess.Popen, log: Path, timeout: float = LAUNCH_TIMEOUT) -> int:

@@ -84,7 +84,11 @@ def test_longcat_recipe_trains_with_a_linear_schedule_that_reaches_the_loss(tmp_
     and the longcat loss, inside verl's actor worker, reports the value it used."""
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
     schedule = ["reasonrl.objective.eps_pos_high=0.2", "reasonrl.objective.eps_pos_high_schedule=linear", "reasonrl.objective.eps_pos_high_end=0.3", "reasonrl.objective.eps_pos_high_steps=2"]
-    overrides = ["trainer.total_training_steps=2", "trainer.val_before_train=false", "trainer.test_freq=-1", *schedule]
+    # The recipe's incomplete-signal masking: 3 response tokens cut every 3-digit answer (about
+    # half the sums) before its EOS; no response counts as a repetition loop (min_repeats >
+    # window), so every cut response must be flagged and masked.
+    no_loops = ["data.max_response_length=3", "reasonrl.rewards.repetition_window=8", "reasonrl.rewards.repetition_min_repeats=9"]
+    overrides = ["trainer.total_training_steps=2", "trainer.val_before_train=false", "trainer.test_freq=-1", *schedule, *no_loops]
     result = run_to_end(train_args("longcat", run_dir, *overrides), run_tag, log)
     assert result.returncode == 0, tail(log)
     (steps,) = launch_metrics(run_dir)
@@ -94,4 +98,8 @@ def test_longcat_recipe_trains_with_a_linear_schedule_that_reaches_the_loss(tmp_
         assert abs(steps[step]["actor/longcat/eps_pos_high"] - expected) < 1e-9, "the value the loss used in the worker"
         for region in ("low", "high", "dual_floor"):
             assert 0.0 <= steps[step][f"actor/longcat/clipfrac_{region}"] <= 1.0
-        assert 1.0 <= steps[step]["actor/longcat/tis_mean"] <= 2.0 + 1e-6
+        # min(exp(old − rollout), C): in (0, C]; its mean is near 1, on either side
+        assert 0.0 < steps[step]["actor/longcat/tis_mean"] <= 2.0 + 1e-6
+        # masking ran on the step's TransferQueue fields (of 16 × 4 responses)
+        assert 1 <= steps[step]["reasonrl/incomplete"] == steps[step]["reasonrl/incomplete_masked"] < 64
+        assert steps[step]["response_length/max"] <= 3

@@ -93,6 +93,7 @@ def test_reward_manager_through_verls_reward_loop_worker(tokenizer_dir):
         {"prompt": "half", "response": "It is \\boxed{2}", "ground_truth": "0.5"},
         {"prompt": "long", "response_ids": [(7 * i) % 200 + 33 for i in range(MAX_RESPONSE)], "ground_truth": "7"},
         {"prompt": "loop", "response_ids": loop_tokens[:MAX_RESPONSE], "ground_truth": "7"},
+        {"prompt": "ends", "response_ids": [(7 * i) % 200 + 33 for i in range(MAX_RESPONSE - 1)] + [tokenizer.eos_token_id], "ground_truth": "-98765"},
     ]
     data = _batch(tokenizer, rows)
     outputs = worker.loop.run_until_complete(worker.compute_score_batch(data))
@@ -105,10 +106,11 @@ def test_reward_manager_through_verls_reward_loop_worker(tokenizer_dir):
     assert extra[2]["code_tests_passed"] == pytest.approx(1 / 3)
     assert scores[3] == 1.0 and extra[3]["acc"] == 1.0  # uncalibrated assertions: all or nothing
     assert scores[4:6] == [1.0, 0.0]  # Math-Verify
-    assert [e["acc"] for e in extra] == [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0]
-    assert [e["truncated"] for e in extra] == [0.0] * 6 + [1.0, 1.0]
-    assert [e["repetitive"] for e in extra] == [0.0] * 7 + [1.0]
-    assert [e["incomplete"] for e in extra] == [0.0] * 6 + [1.0, 0.0]  # a loop at the limit is a real failure
+    assert [e["acc"] for e in extra] == [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    # at the limit without EOS: cut; a loop at the limit is a real failure; EOS at the limit is not a cut
+    assert [e["truncated"] for e in extra] == [0.0] * 6 + [1.0, 1.0, 0.0]
+    assert [e["repetitive"] for e in extra] == [0.0] * 7 + [1.0, 0.0]
+    assert [e["incomplete"] for e in extra] == [0.0] * 6 + [1.0, 0.0, 0.0]
     assert all(e["judge_error"] == 0.0 for e in extra)
     assert len({tuple(sorted(e)) for e in extra}) == 1  # verl takes the key list from the first sample
     rm_scores = RewardManagerBase.assemble_rm_scores(data, scores)
@@ -213,6 +215,12 @@ def test_group_step_masks_and_penalises_length_then_verl_computes_advantages():
     assert per_response[:3] == pytest.approx(ref_a.tolist(), abs=1e-5)
     assert per_response[4:] == pytest.approx(ref_b.tolist(), abs=1e-5)
     assert float(advantages[3].abs().sum()) == 0.0
+    assert metrics["reasonrl/incomplete_mask_skipped"] == 0.0
+    # a step where every response is incomplete keeps them all (verl refuses an empty loss mask)
+    everything = _tq_fields(uids, lengths, scores, [{"acc": s, "incomplete": 1.0} for s in scores])
+    kept, kept_metrics = apply_group_step(everything, settings, step=1)
+    assert [int(t.sum()) for t in kept["response_mask"].unbind()] == lengths
+    assert kept_metrics["reasonrl/incomplete_mask_skipped"] == 1.0 and kept_metrics["reasonrl/incomplete_masked"] == 0.0
     # with verl's plain GRPO the masked response would still shift its group's statistics
     plain = _verl_advantages(out, uids, lengths, "grpo")
     assert float(plain[0, 0]) != pytest.approx(per_response[0], abs=1e-3)

@@ -17,6 +17,18 @@ for extra in "${requested[@]}"; do
 done
 pip_extras_csv=$(IFS=','; echo "${pip_extras[*]:-}")
 
+# The rewards plugin's code judge runs programs in bubblewrap sandboxes (Debian: bubblewrap).
+if ! command -v bwrap >/dev/null 2>&1; then
+  echo "[setup] bubblewrap (code judge sandbox) ..."
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get install -y -q bubblewrap >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null; }
+  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    sudo apt-get install -y -q bubblewrap >/dev/null
+  else
+    echo "[setup] warning: cannot install bubblewrap here (not root, no sudo): the code judge needs bwrap" >&2
+  fi
+fi
+
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 pip=(.venv/bin/python -m pip --disable-pip-version-check)
 echo "[setup] pip, torch (CPU build) ..."

@@ -25,8 +25,14 @@ def group_adjustments(
     warmup_steps: int,
     mask_incomplete: bool,
 ) -> tuple[list[float], list[bool]]:
-    """(reward to add per response, masked per response)."""
+    """(reward to add per response, masked per response).
+
+    When every response of the step is incomplete nothing is masked (verl refuses a step
+    without a single loss token); the caller reports it (``reasonrl/incomplete_mask_skipped``).
+    """
     masked = [bool(flag) and mask_incomplete for flag in incomplete]
+    if masked and all(masked):
+        masked = [False] * len(masked)
     weight = penalty_weight(step, length_penalty_weight, warmup_steps)
     bonus = [0.0] * len(uids)
     if weight > 0:

@@ -26,7 +26,11 @@ def is_repetitive(token_ids: Sequence[int], window: int = 256, min_repeats: int 
     return False
 
 
-def is_incomplete(judge_error: bool, response_length: int, max_response_length: int, repetitive: bool) -> bool:
+def is_truncated(response_ids: Sequence[int], max_response_length: int, stop_ids: frozenset[int] = frozenset()) -> bool:
+    """Cut by the length limit: the limit was reached and the last token is not a stop token."""
+    return len(response_ids) >= max_response_length and not (response_ids and response_ids[-1] in stop_ids)
+
+
+def is_incomplete(judge_error: bool, truncated: bool, repetitive: bool) -> bool:
     """Should this response be masked out (see the module docstring)?"""
-    truncated = response_length >= max_response_length
-    return bool(judge_error) or (truncated and not repetitive)
+    return bool(judge_error) or (bool(truncated) and not repetitive)

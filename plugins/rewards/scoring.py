@@ -20,7 +20,7 @@ from typing import Any
 from reasonrl.plugins.rewards.code_extraction import extract_code
 from reasonrl.plugins.rewards.config import RewardsConfig
 from reasonrl.plugins.rewards.difficulty import TestDifficulty, levels_passed, reward
-from reasonrl.plugins.rewards.incomplete_signal import is_incomplete, is_repetitive
+from reasonrl.plugins.rewards.incomplete_signal import is_incomplete, is_repetitive, is_truncated
 from reasonrl.plugins.rewards.judge import JudgeLimits, Problem, Submission, Verdict, parse_tests
 from reasonrl.plugins.rewards.math_reward import math_reward
 from reasonrl.plugins.rewards.thinking_format import format_ok
@@ -89,10 +89,11 @@ async def score_code(judge, problem: Problem, calibration: TestDifficulty | None
                   level_pass="".join("1" if ok else "0" for ok in per_level))
 
 
-def incomplete_flags(settings: RewardsConfig, response_ids: list[int], max_response_length: int | None, judge_error: bool) -> dict[str, float]:
-    truncated = max_response_length is not None and len(response_ids) >= max_response_length
+def incomplete_flags(settings: RewardsConfig, response_ids: list[int], max_response_length: int | None, judge_error: bool,
+                     stop_ids: frozenset[int] = frozenset()) -> dict[str, float]:
+    truncated = max_response_length is not None and is_truncated(response_ids, max_response_length, stop_ids)
     repetitive = truncated and is_repetitive(response_ids, settings.repetition_window, settings.repetition_min_repeats)
-    incomplete = is_incomplete(judge_error, len(response_ids), max_response_length or 1 << 62, repetitive)
+    incomplete = is_incomplete(judge_error, truncated, repetitive)
     return {"truncated": float(truncated), "repetitive": float(repetitive), "incomplete": float(incomplete), "judge_error": float(judge_error)}
 
 

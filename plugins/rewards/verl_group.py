@@ -52,6 +52,7 @@ def apply_group_step(fields, settings: RewardsConfig, step: int):
     nested = lambda tensors: torch.nested.as_nested_tensor(tensors, layout=torch.jagged)  # noqa: E731
     out = TensorDict({"rm_scores": nested(rm_scores), "response_mask": nested(response_mask), "loss_mask": nested(loss_mask)}, batch_size=len(uids))
     metrics = {
+        "reasonrl/incomplete_mask_skipped": float(settings.mask_incomplete and bool(incomplete) and all(incomplete)),
         "reasonrl/incomplete": float(sum(incomplete)),
         "reasonrl/incomplete_masked": float(sum(masked)),
         "reasonrl/incomplete_masked_frac": sum(masked) / max(1, len(masked)),

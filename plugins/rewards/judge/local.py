@@ -10,13 +10,12 @@ A solution is compiled once and run against all its tests in one runner (SPEC §
 
 from __future__ import annotations
 
-import asyncio
 import os
 import queue
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterable
 
+from reasonrl.plugins.rewards.judge.batch import BatchJudge
 from reasonrl.plugins.rewards.judge.formats import LANGUAGES, JudgeResult, Submission, Verdict, outputs_match
 from reasonrl.plugins.rewards.judge.sandbox import Sandbox, SandboxFailure, SandboxUnavailable
 
@@ -84,7 +83,7 @@ def verdicts_from_runner(submission: Submission, response: dict, float_tolerance
     return result
 
 
-class LocalJudge:
+class LocalJudge(BatchJudge):
     """Judge on this machine: ``workers`` sandboxes (default: one per core), started lazily."""
 
     def __init__(self, limits: JudgeLimits | None = None, workers: int | None = None):
@@ -125,28 +124,8 @@ class LocalJudge:
             self._sandboxes.put(sandbox)
         return verdicts_from_runner(submission, response, self.limits.float_tolerance)
 
-    async def judge(self, submissions: Iterable[Submission], on_result: Callable[[JudgeResult], None] | None = None) -> list[JudgeResult]:
-        """Judge many submissions concurrently on all runners; results in submission order."""
-        loop = asyncio.get_running_loop()
-
-        async def one(submission: Submission) -> JudgeResult:
-            result = await loop.run_in_executor(self._executor, self.judge_one, submission)
-            if on_result is not None:
-                on_result(result)
-            return result
-
-        return list(await asyncio.gather(*(one(s) for s in submissions)))
-
-    def judge_sync(self, submissions: Iterable[Submission], on_result: Callable[[JudgeResult], None] | None = None) -> list[JudgeResult]:
-        return asyncio.run(self.judge(list(submissions), on_result))
-
     def close(self) -> None:
         for sandbox in self._all:
             sandbox.close()
         self._executor.shutdown(wait=False)
 
-    def __enter__(self) -> "LocalJudge":
-        return self
-
-    def __exit__(self, *_exc) -> None:
-        self.close()

@@ -17,14 +17,13 @@ this machine): the request fields and the response → verdict mapping.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable
 
+from reasonrl.plugins.rewards.judge.batch import BatchJudge
 from reasonrl.plugins.rewards.judge.formats import LANGUAGES, JudgeResult, Submission, TestCase, Verdict, outputs_match
 from reasonrl.plugins.rewards.judge.local import JudgeLimits
 
@@ -72,7 +71,7 @@ def verdict_from_response(response: dict, test: TestCase, float_tolerance: float
     return Verdict.PASSED if outputs_match(run.get("stdout") or "", test.expected_stdout or "", float_tolerance) else Verdict.WRONG_ANSWER
 
 
-class SandboxFusionJudge:
+class SandboxFusionJudge(BatchJudge):
     """Same interface as :class:`LocalJudge`; ``url`` is the server's ``/run_code`` endpoint."""
 
     def __init__(self, url: str, limits: JudgeLimits | None = None, max_concurrent: int = 32, retries: int = 3):
@@ -111,25 +110,4 @@ class SandboxFusionJudge:
             result.times_s.append(float((response.get("run_result") or {}).get("execution_time") or 0.0))
         return result
 
-    async def judge(self, submissions: Iterable[Submission], on_result: Callable[[JudgeResult], None] | None = None) -> list[JudgeResult]:
-        loop = asyncio.get_running_loop()
 
-        async def one(submission: Submission) -> JudgeResult:
-            result = await loop.run_in_executor(self._executor, self.judge_one, submission)
-            if on_result is not None:
-                on_result(result)
-            return result
-
-        return list(await asyncio.gather(*(one(s) for s in submissions)))
-
-    def judge_sync(self, submissions: Iterable[Submission], on_result: Callable[[JudgeResult], None] | None = None) -> list[JudgeResult]:
-        return asyncio.run(self.judge(list(submissions), on_result))
-
-    def close(self) -> None:
-        self._executor.shutdown(wait=False)
-
-    def __enter__(self) -> "SandboxFusionJudge":
-        return self
-
-    def __exit__(self, *_exc) -> None:
-        self.close()

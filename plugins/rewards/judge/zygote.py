@@ -217,7 +217,10 @@ def _exec_body(argv: list[str]):
 
 
 def _classify(status: int, timed_out: bool, cpu: float, limit_s: float, stderr_tail: str) -> str:
-    if timed_out or cpu > limit_s or (os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL) and cpu >= limit_s):
+    signalled = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    cpu_rlimit = max(1, int(limit_s + 0.999))
+    if (timed_out or cpu > limit_s or signalled == signal.SIGXCPU  # RLIMIT_CPU's soft limit
+            or (signalled == signal.SIGKILL and cpu >= 0.9 * cpu_rlimit)):  # ... its hard limit
         return "time_limit"
     code = os.waitstatus_to_exitcode(status)
     if code == EXIT_MEMORY_ERROR or "std::bad_alloc" in stderr_tail:

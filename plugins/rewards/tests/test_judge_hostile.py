@@ -149,7 +149,7 @@ def test_host_environment_is_invisible(judge):
         "for path in ('/proc/1/environ', '/proc/self/environ'):\n"
         "    try:\n        found += [x for x in open(path, 'rb').read().decode().split('\\0') if 'secret' in x.lower()]\n"
         "    except OSError:\n        pass\n"
-        f"print(found[0].split('=')[-1] if found else 'nothing')\n"
+        "print(found[0].split('=')[-1] if found else 'nothing')\n"
     )
     result = _judge(judge, code, problem=problem)
     assert result.verdicts == [Verdict.WRONG_ANSWER], result
@@ -169,8 +169,6 @@ def test_cpp_fork_bomb_and_timeout_are_contained(judge):
 
 def test_a_crashed_runner_is_a_judge_error_and_is_replaced(judge):
     """Infrastructure failure (the runner is killed from the host mid-run) → judge_error, then recovery."""
-    sandbox = judge._all[0]
-
     def kill_runner_soon():
         time.sleep(0.5)
         for pid in sandbox_processes(judge):

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reasonrl.plugins.rewards.code_extraction import extract_code
-from reasonrl.plugins.rewards.incomplete_signal import is_incomplete, is_repetitive
+from reasonrl.plugins.rewards.incomplete_signal import is_incomplete, is_repetitive, is_truncated
 from reasonrl.plugins.rewards.length_penalty import length_rewards, penalty_weight
 from reasonrl.plugins.rewards.math_reward import math_reward
 from reasonrl.plugins.rewards.thinking_format import format_ok, thinking_mode, with_thinking_prompt
@@ -93,10 +93,12 @@ def test_repetition_and_incomplete_rules():
     assert is_repetitive([1, 2, 3] + [9] * 300)
     assert not is_repetitive(list(range(400)))
     assert not is_repetitive([1, 2, 1, 2, 3])
-    assert is_incomplete(judge_error=True, response_length=10, max_response_length=100, repetitive=False)
-    assert is_incomplete(judge_error=False, response_length=100, max_response_length=100, repetitive=False)
-    assert not is_incomplete(judge_error=False, response_length=100, max_response_length=100, repetitive=True)
-    assert not is_incomplete(judge_error=False, response_length=99, max_response_length=100, repetitive=False)
+    assert is_truncated([1] * 100, 100) and not is_truncated([1] * 99, 100)
+    assert not is_truncated([1] * 99 + [2], 100, stop_ids=frozenset({2}))  # EOS exactly at the limit
+    assert is_incomplete(judge_error=True, truncated=False, repetitive=False)
+    assert is_incomplete(judge_error=False, truncated=True, repetitive=False)
+    assert not is_incomplete(judge_error=False, truncated=True, repetitive=True)
+    assert not is_incomplete(judge_error=False, truncated=False, repetitive=False)
 
 
 def test_code_extraction():
