@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from reasonrl.bridges.verl_trainer import _AfterImport, build_callbacks
+from reasonrl.bridges.import_hooks import _AfterImport, run_after_import
+from reasonrl.bridges.verl_trainer import build_callbacks
 from reasonrl.contracts import TrainerCallback
 
 
@@ -28,6 +29,21 @@ def test_callback_runs_once_right_after_the_module_is_imported(tmp_path, monkeyp
             sys.meta_path.remove(hook)
         for name in ("reasonrl_probe_pkg.late", "reasonrl_probe_pkg"):
             sys.modules.pop(name, None)
+
+
+def test_run_after_import_calls_now_when_already_imported_and_installs_one_hook_per_module():
+    calls = []
+    run_after_import("json", lambda: calls.append("now"))  # imported long ago
+    assert calls == ["now"]
+    name = "reasonrl_probe_never_imported"
+    run_after_import(name, lambda: calls.append("later"))
+    run_after_import(name, lambda: calls.append("again"))
+    hooks = [f for f in sys.meta_path if isinstance(f, _AfterImport) and f.name == name]
+    try:
+        assert len(hooks) == 1 and calls == ["now"]
+    finally:
+        for hook in hooks:
+            sys.meta_path.remove(hook)
 
 
 def test_only_callbacks_that_accept_the_run_are_built(isolated_plugins):
