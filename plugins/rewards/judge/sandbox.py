@@ -72,6 +72,12 @@ def bubblewrap_command(slot: int, tmp_size_mb: int) -> list[str]:
             command += ["--ro-bind", bind, bind]
             covered.add(bind)
     command += ["--perms", "1777", "--size", str(tmp_size_mb << 20), "--tmpfs", "/tmp"]
+    # the fresh /tmp hides whatever of the runner lives under the host's /tmp (a checkout, a venv)
+    bound_under_tmp: list[str] = []
+    for tree in sorted(t for t in _needed_trees() if t.startswith("/tmp/")):
+        if not any(tree == b or tree.startswith(b + "/") for b in bound_under_tmp):
+            command += ["--ro-bind", tree, tree]
+            bound_under_tmp.append(tree)
     command += ["--dev", "/dev", "--proc", "/proc", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--chdir", "/tmp"]
     if as_root:
         uid = str(SANDBOX_UID_BASE + slot)

@@ -93,3 +93,16 @@ def test_parse_tests_accepts_the_dataset_shapes():
     assert parse_tests({"assertions": ["assert f()"]}) == (TestCase(assertion="assert f()"),)
     with pytest.raises(ValueError, match="equal length"):
         parse_tests({"inputs": ["1"], "outputs": []})
+
+
+def test_runner_files_under_the_hosts_tmp_are_bound_over_the_fresh_tmp(monkeypatch, tmp_path):
+    """A checkout or venv under /tmp (CI clones there) must stay visible inside the sandbox."""
+    from reasonrl.plugins.rewards.judge import sandbox
+
+    assert str(tmp_path).startswith("/tmp/")
+    (tmp_path / "venv" / "lib").mkdir(parents=True)
+    monkeypatch.setattr(sandbox, "_needed_trees", lambda: [str(tmp_path), str(tmp_path / "venv" / "lib"), "/usr/lib"])
+    command = sandbox.bubblewrap_command(0, 64)
+    tmpfs = command.index("/tmp", command.index("--tmpfs", command.index("--size")))
+    binds = [command[i + 1] for i in range(tmpfs, len(command) - 1) if command[i] == "--ro-bind"]
+    assert binds == [str(tmp_path)]  # after the tmpfs, once: the nested tree is covered by its parent
