@@ -119,18 +119,21 @@ def _wait(pid: int, wall_seconds: float) -> tuple[int, float, float, bool]:
     return status, time.monotonic() - start, usage.ru_utime + usage.ru_stime, timed_out
 
 
-def _others_alive() -> int:
-    """How many processes besides us are alive (not zombies) in this PID namespace."""
-    alive = 0
-    for name in os.listdir("/proc"):
-        if name.isdigit() and int(name) != os.getpid():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as handle:
-                    state = handle.read().rsplit(b")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            alive += state != b"Z"
-    return alive
+def _others_alive() -> bool:
+    """Is any process besides us alive in this PID namespace? Zombies are reaped first; then
+    ``kill(-1, 0)`` from init succeeds exactly when another process exists."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            break
+    try:
+        os.kill(-1, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _sweep() -> None:
@@ -147,14 +150,16 @@ def _sweep() -> None:
             return
 
 
-def _tail(path: str, size: int, from_start: bool = True) -> str:
+def _read(path: str, size: int, from_end: bool = False) -> tuple[str, bool]:
+    """(text of at most ``size`` bytes, whether the file was longer)."""
     try:
         with open(path, "rb") as handle:
-            if not from_start:
-                handle.seek(max(0, os.fstat(handle.fileno()).st_size - size))
-            return handle.read(size).decode("utf-8", "replace")
+            length = os.fstat(handle.fileno()).st_size
+            if from_end and length > size:
+                handle.seek(length - size)
+            return handle.read(size).decode("utf-8", "replace"), length > size
     except OSError:
-        return ""
+        return "", False
 
 
 def _python_body(source: str, test_source: str | None, nonce: bytes | None, forget):
@@ -249,20 +254,23 @@ def _run_one(run_dir: str, stdin_text: str, limits: dict, body, nonce: bytes | N
         written = b""
     os.close(nonce_read)
     left_behind = _others_alive()
-    _sweep()
-    stderr = _tail(os.path.join(run_dir, "stderr"), 4096, from_start=False)
+    if left_behind:
+        _sweep()
+    # stderr matters only when the run did not end cleanly (messages, std::bad_alloc)
+    stderr = "" if status == 0 else _read(os.path.join(run_dir, "stderr"), 4096, from_end=True)[0]
+    stdout, stdout_truncated = _read(os.path.join(run_dir, "stdout"), OUTPUT_KEEP)
     result = {
         "status": _classify(status, timed_out, cpu, limits["time_s"], stderr),
         "exit_code": os.waitstatus_to_exitcode(status),
         "wall_s": round(wall, 6),
         "cpu_s": round(cpu, 6),
-        "stdout": _tail(os.path.join(run_dir, "stdout"), OUTPUT_KEEP),
-        "stdout_truncated": os.path.exists(os.path.join(run_dir, "stdout")) and os.path.getsize(os.path.join(run_dir, "stdout")) > OUTPUT_KEEP,
+        "stdout": stdout,
+        "stdout_truncated": stdout_truncated,
         "stderr": stderr,
     }
     if left_behind and result["status"] == "ok":
         result["status"] = "runtime_error"
-        result["stderr"] += f"\n[judge] the program left {left_behind} process(es) running"
+        result["stderr"] += "\n[judge] the program left processes running"
     if nonce is not None and result["status"] == "ok" and written != nonce:
         result["status"] = "runtime_error"
         result["stderr"] += "\n[judge] the program ended before its assertions finished"
