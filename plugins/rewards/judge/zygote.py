@@ -1,16 +1,16 @@
 """The judge's warm runner: runs inside a bubblewrap sandbox as its PID 1 (stdlib only).
 
-The host starts it once per worker slot (see ``sandbox.py``) as ``zygote.py SCRATCH SITE_PACKAGES
-IN_FD OUT_FD`` and sends it one request per solution over IN_FD, reading the answer from OUT_FD
-(4-byte big-endian length + JSON). For
-each request it compiles the solution once (g++ for C++, ``compile()`` for Python), then
-forks one child per test. A child gets its own session/process group, rlimits (CPU, address
-space, processes, file size, open files), stdin from a file and stdout/stderr to files in a
-fresh directory; Python children run the program in the already-warm interpreter (no new
-interpreter per test), C++ children ``execve`` the compiled binary. After every test the
-runner kills every other process in its PID namespace (``kill(-1)`` from PID 1) and reaps
-them, so nothing a program started survives into the next run. As PID 1 it cannot be
-killed from inside the namespace (the kernel drops signals to init that it does not handle).
+The host starts it once per worker slot (``sandbox.py``) as ``zygote.py SCRATCH
+SITE_PACKAGES IN_FD OUT_FD`` and sends it one request per solution over IN_FD, reading the
+answer from OUT_FD (4-byte big-endian length + JSON). C++ is compiled once per solution
+(g++, in a child); then the runner forks one child per test. A child gets its own
+session/process group, rlimits (CPU, address space, processes, file size, open files),
+stdin from a file and stdout/stderr to files in a fresh directory; Python children compile
+and run the program in the already-warm interpreter (no new interpreter per test), C++
+children ``execve`` the binary. After every test the runner reaps zombies and, if any
+process is left in its PID namespace (``kill(-1, 0)`` from PID 1), kills and reaps them
+all, so nothing a program started survives into the next run. As PID 1 it cannot be killed
+from inside the namespace (the kernel drops signals to init that it does not handle).
 
 Exit statuses the Python child uses to tell the runner what happened are below; a program
 can fake them only into a non-pass verdict (passing an assertion test needs the per-run
