@@ -36,9 +36,6 @@ class TestCase:
     expected_stdout: str | None = None
     assertion: str | None = None
 
-    def to_runner(self) -> dict:
-        """What the sandbox sees: never the expected output."""
-        return {"code": self.assertion} if self.assertion is not None else {"stdin": self.stdin or ""}
 
 
 @dataclass(frozen=True)
@@ -48,6 +45,10 @@ class Problem:
     #: optional code run before each assertion test (imports, helpers), trusted like the tests
     setup: str = ""
 
+    def test_code(self, test: TestCase) -> str:
+        """What runs after the solution for an assertion test: the setup, then the assertion."""
+        return "\n".join(part for part in (self.setup, test.assertion) if part)
+
 
 @dataclass(frozen=True)
 class Submission:
@@ -55,6 +56,10 @@ class Submission:
     code: str
     language: str = "python"
     solution_id: str = ""
+
+    def __post_init__(self):
+        if self.language not in LANGUAGES:
+            raise ValueError(f"language {self.language!r} is not supported; use one of {LANGUAGES}")
 
 
 @dataclass

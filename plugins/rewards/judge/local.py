@@ -16,18 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 from reasonrl.plugins.rewards.judge.batch import BatchJudge
-from reasonrl.plugins.rewards.judge.formats import LANGUAGES, JudgeResult, Submission, Verdict, outputs_match
+from reasonrl.plugins.rewards.judge.formats import JudgeResult, Submission, Verdict, outputs_match
 from reasonrl.plugins.rewards.judge.sandbox import Sandbox, SandboxFailure, SandboxUnavailable
-
-RUNNER_STATUS = {
-    "wrong_answer": Verdict.WRONG_ANSWER,  # an assertion test's assertion failed
-    "time_limit": Verdict.TIME_LIMIT,
-    "memory_limit": Verdict.MEMORY_LIMIT,
-    "runtime_error": Verdict.RUNTIME_ERROR,
-    "compile_error": Verdict.COMPILE_ERROR,
-    "judge_error": Verdict.JUDGE_ERROR,
-}
-
 
 @dataclass(frozen=True)
 class JudgeLimits:
@@ -70,8 +60,8 @@ def verdicts_from_runner(submission: Submission, response: dict, float_tolerance
         result.verdicts, result.message = [verdict] * len(tests), compiled["message"]
         return result
     for test, run in zip(tests, response["runs"]):
-        if run["status"] != "ok":
-            verdict = RUNNER_STATUS[run["status"]]
+        if run["status"] != "ok":  # the runner's other statuses are verdict names
+            verdict = Verdict(run["status"])
             if verdict is Verdict.JUDGE_ERROR and not result.message:
                 result.message = run.get("stderr", "")[-500:]
         elif test.assertion is not None or outputs_match(run["stdout"], test.expected_stdout or "", float_tolerance):
@@ -96,13 +86,8 @@ class LocalJudge(BatchJudge):
         self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="reasonrl-judge")
 
     def _request(self, submission: Submission) -> dict:
-        problem = submission.problem
-        tests = []
-        for test in problem.tests:
-            runner_test = test.to_runner()
-            if "code" in runner_test and problem.setup:
-                runner_test["code"] = problem.setup + "\n" + runner_test["code"]
-            tests.append(runner_test)
+        problem = submission.problem  # the sandbox never sees an expected output
+        tests = [{"code": problem.test_code(test)} if test.assertion is not None else {"stdin": test.stdin or ""} for test in problem.tests]
         return {"language": submission.language, "source": submission.code, "tests": tests, "limits": self.limits.to_runner()}
 
     def _timeout(self, submission: Submission) -> float:
@@ -111,8 +96,6 @@ class LocalJudge(BatchJudge):
 
     def judge_one(self, submission: Submission) -> JudgeResult:
         """Blocking: judge one submission on a free runner."""
-        if submission.language not in LANGUAGES:
-            raise ValueError(f"language {submission.language!r} is not supported; use one of {LANGUAGES}")
         if not submission.problem.tests:
             return JudgeResult(submission.problem.problem_id, submission.solution_id, submission.language, [])
         sandbox = self._sandboxes.get()

@@ -14,6 +14,7 @@ Directories on the interpreter's path that the runner's uid could not traverse (
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -27,7 +28,7 @@ SANDBOX_UID_BASE = 60000
 
 
 class SandboxUnavailable(RuntimeError):
-    """bubblewrap (or g++ for C++) is missing or cannot create namespaces here."""
+    """bubblewrap is missing, or the sandbox could not start here."""
 
 
 def _needed_trees() -> list[str]:
@@ -60,9 +61,10 @@ def bubblewrap_command(slot: int, tmp_size_mb: int) -> list[str]:
     if not as_root:
         command += ["--unshare-user", "--disable-userns"]
     command += ["--die-with-parent", "--as-pid-1", "--new-session", "--ro-bind", "/", "/"]
+    needed = _needed_trees()
     covered: set[str] = set()
     if as_root:  # the runner's uid must reach the interpreter through directories like /root (0700)
-        for tree in _needed_trees():
+        for tree in needed:
             hidden, bind = _hidden_ancestors(tree)
             if hidden is None or bind in covered:
                 continue
@@ -74,7 +76,7 @@ def bubblewrap_command(slot: int, tmp_size_mb: int) -> list[str]:
     command += ["--perms", "1777", "--size", str(tmp_size_mb << 20), "--tmpfs", "/tmp"]
     # the fresh /tmp hides whatever of the runner lives under the host's /tmp (a checkout, a venv)
     bound_under_tmp: list[str] = []
-    for tree in sorted(t for t in _needed_trees() if t.startswith("/tmp/")):
+    for tree in (t for t in needed if t.startswith("/tmp/")):  # sorted: parents first
         if not any(tree == b or tree.startswith(b + "/") for b in bound_under_tmp):
             command += ["--ro-bind", tree, tree]
             bound_under_tmp.append(tree)
@@ -105,7 +107,6 @@ class Sandbox:
         self.slot, self.tmp_size_mb = slot, tmp_size_mb
         self._lock = threading.Lock()
         self._process: subprocess.Popen | None = None
-        self.starts = 0
 
     def _start(self) -> None:
         request_read, request_write = os.pipe()
@@ -120,15 +121,12 @@ class Sandbox:
             os.close(request_read)
             os.close(response_write)
         self._request_fd, self._response_fd = request_write, response_read
-        self.starts += 1
         ready = self._receive(timeout=30)
         if not ready or not ready.get("ready"):
             stderr = self._stop()
             raise SandboxUnavailable(f"the sandbox did not start: {stderr.strip()[-2000:] or 'no message'}")
 
     def _receive(self, timeout: float) -> dict | None:
-        import select
-
         if not select.select([self._response_fd], [], [], timeout)[0]:
             return None
         try:

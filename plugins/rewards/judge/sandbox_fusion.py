@@ -24,7 +24,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 from reasonrl.plugins.rewards.judge.batch import BatchJudge
-from reasonrl.plugins.rewards.judge.formats import LANGUAGES, JudgeResult, Submission, TestCase, Verdict, outputs_match
+from reasonrl.plugins.rewards.judge.formats import JudgeResult, Submission, TestCase, Verdict, outputs_match
 from reasonrl.plugins.rewards.judge.local import JudgeLimits
 
 RETRIED_HTTP_STATUS = {502, 503, 504}
@@ -33,7 +33,7 @@ RETRIED_HTTP_STATUS = {502, 503, 504}
 def request_body(submission: Submission, test: TestCase, limits: JudgeLimits) -> dict:
     code = submission.code
     if test.assertion is not None:
-        code = "\n".join(part for part in (submission.code, submission.problem.setup, test.assertion) if part)
+        code = "\n".join(part for part in (submission.code, submission.problem.test_code(test)) if part)
     return {
         "code": code,
         "stdin": test.stdin or "",
@@ -97,8 +97,6 @@ class SandboxFusionJudge(BatchJudge):
         return None
 
     def judge_one(self, submission: Submission) -> JudgeResult:
-        if submission.language not in LANGUAGES:
-            raise ValueError(f"language {submission.language!r} is not supported; use one of {LANGUAGES}")
         result = JudgeResult(submission.problem.problem_id, submission.solution_id, submission.language, [])
         for test in submission.problem.tests:
             response = self._post(request_body(submission, test, self.limits))

@@ -68,9 +68,14 @@ def _read_exactly(fd: int, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _set_limits(limits: dict, cpu_seconds: float) -> None:
+def _cpu_rlimit(time_s: float) -> int:
+    """RLIMIT_CPU's soft limit for a run of ``time_s`` CPU seconds (whole seconds, at least 1)."""
+    return max(1, int(time_s + 0.999))
+
+
+def _set_limits(limits: dict) -> None:
     mib = 1 << 20
-    cpu = max(1, int(cpu_seconds + 0.999))
+    cpu = _cpu_rlimit(limits["time_s"])
     for name, value in (
         (resource.RLIMIT_CPU, (cpu, cpu + 1)),
         (resource.RLIMIT_AS, (limits["memory_mb"] * mib,) * 2),
@@ -82,7 +87,7 @@ def _set_limits(limits: dict, cpu_seconds: float) -> None:
         resource.setrlimit(name, value)
 
 
-def _start_child(run_dir: str, stdin_path: str, limits: dict, cpu_seconds: float, body) -> tuple[int, int]:
+def _start_child(run_dir: str, stdin_path: str, limits: dict, body) -> tuple[int, int]:
     """Fork a child that sets itself up and calls ``body(nonce_fd)``; returns (pid, nonce read fd)."""
     nonce_read, nonce_write = os.pipe()
     pid = os.fork()
@@ -96,7 +101,7 @@ def _start_child(run_dir: str, stdin_path: str, limits: dict, cpu_seconds: float
             os.dup2(nonce_write, 5)
             os.closerange(3, 5)
             os.closerange(6, 1 << 16)
-            _set_limits(limits, cpu_seconds)
+            _set_limits(limits)
         except BaseException:
             os._exit(EXIT_SETUP_FAILED)
         body(5)
@@ -162,6 +167,14 @@ def _read(path: str, size: int, from_end: bool = False) -> tuple[str, bool]:
         return "", False
 
 
+def _exit_with_traceback(code: int) -> None:
+    import traceback
+
+    traceback.print_exc()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _python_body(source: str, test_source: str | None, nonce: bytes | None, forget):
     """The child's program: compile and exec the solution, then the assertion test if any."""
 
@@ -190,19 +203,11 @@ def _python_body(source: str, test_source: str | None, nonce: bytes | None, forg
                 try:
                     exec(test_code, namespace)
                 except AssertionError:
-                    import traceback
-
-                    traceback.print_exc()
-                    sys.stderr.flush()
-                    os._exit(EXIT_ASSERTION_FAILED)
+                    _exit_with_traceback(EXIT_ASSERTION_FAILED)
         except MemoryError:
             os._exit(EXIT_MEMORY_ERROR)
         except BaseException:
-            import traceback
-
-            traceback.print_exc()
-            sys.stderr.flush()
-            os._exit(EXIT_RUNTIME_ERROR)
+            _exit_with_traceback(EXIT_RUNTIME_ERROR)
         try:
             sys.stdout.flush()
         except BaseException:
@@ -223,9 +228,8 @@ def _exec_body(argv: list[str]):
 
 def _classify(status: int, timed_out: bool, cpu: float, limit_s: float, stderr_tail: str) -> str:
     signalled = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-    cpu_rlimit = max(1, int(limit_s + 0.999))
     if (timed_out or cpu > limit_s or signalled == signal.SIGXCPU  # RLIMIT_CPU's soft limit
-            or (signalled == signal.SIGKILL and cpu >= 0.9 * cpu_rlimit)):  # ... its hard limit
+            or (signalled == signal.SIGKILL and cpu >= 0.9 * _cpu_rlimit(limit_s))):  # ... its hard limit
         return "time_limit"
     code = os.waitstatus_to_exitcode(status)
     if code == EXIT_MEMORY_ERROR or "std::bad_alloc" in stderr_tail:
@@ -245,7 +249,7 @@ def _run_one(run_dir: str, stdin_text: str, limits: dict, body, nonce: bytes | N
         stdin_path = os.path.join(run_dir, ".stdin")
         with open(stdin_path, "w") as handle:
             handle.write(stdin_text)
-    pid, nonce_read = _start_child(run_dir, stdin_path, limits, limits["time_s"], body)
+    pid, nonce_read = _start_child(run_dir, stdin_path, limits, body)
     status, wall, cpu, timed_out = _wait(pid, limits["time_s"] * limits["wall_factor"] + 0.5)
     os.set_blocking(nonce_read, False)
     try:
@@ -277,19 +281,23 @@ def _run_one(run_dir: str, stdin_text: str, limits: dict, body, nonce: bytes | N
     return result
 
 
-def _fresh_dir(root: str) -> str:
-    """An empty private directory at ``root`` (the previous run's one is removed first)."""
+def _fresh_dir(root: str, keep: frozenset[str] = frozenset()) -> str:
+    """``root`` as a private directory holding nothing but ``keep`` (whatever the last run left,
+    and the permissions it set on ``root``, are undone)."""
     try:
         names = os.listdir(root)
     except FileNotFoundError:
         os.mkdir(root, 0o700)
         return root
-    if os.stat(root).st_mode & 0o777 == 0o700 and set(names) <= {"stdout", "stderr", ".stdin"}:
-        for name in names:  # the common case: only our own files are left
-            os.unlink(os.path.join(root, name))
-        return root
-    shutil.rmtree(root, ignore_errors=True)
-    os.mkdir(root, 0o700)
+    for name in names:
+        if name in keep:
+            continue
+        path = os.path.join(root, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+    os.chmod(root, 0o700)
     return root
 
 
@@ -306,19 +314,16 @@ def _compile_cpp(source: str, limits: dict, run_dir: str) -> dict:
 def handle(request: dict, scratch: str) -> dict:
     """Compile once, run every test, each in its own child. Tests: ``{"stdin": str}`` or ``{"code": str}``."""
     limits, tests, language = request["limits"], request["tests"], request["language"]
-    run_dir = _fresh_dir(os.path.join(scratch, "run"))
+    run_root = os.path.join(scratch, "run")
     if language == "cpp":
+        run_dir = _fresh_dir(run_root)
         compiled = _compile_cpp(request["source"], limits, run_dir)
         if not compiled["ok"]:
             return {"compile": compiled, "runs": []}
         binary = os.path.join(run_dir, "solution")
-        keep = {"solution"}
         runs = []
         for test in tests:
-            for name in os.listdir(run_dir):
-                if name not in keep:
-                    path = os.path.join(run_dir, name)
-                    shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
+            _fresh_dir(run_dir, keep=frozenset({"solution"}))
             runs.append(_run_one(run_dir, test.get("stdin", ""), limits, _exec_body([binary]), None))
         return {"compile": {"ok": True, "message": ""}, "runs": runs}
     runs = []
@@ -329,7 +334,7 @@ def handle(request: dict, scratch: str) -> dict:
 
     for test in tests:
         nonce = os.urandom(16).hex().encode() if "code" in test else None
-        run_dir = _fresh_dir(os.path.join(scratch, "run"))
+        run_dir = _fresh_dir(run_root)
         body = _python_body(request["source"], test.get("code"), nonce, forget)
         runs.append(_run_one(run_dir, test.get("stdin", ""), limits, body, nonce))
         if runs[-1]["status"] == "compile_error":
