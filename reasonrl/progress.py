@@ -65,6 +65,12 @@ class RunRecord:
         return {step: score for step, score in scores.items() if score is not None}
 
 
+def bar(done: float, total: float, width: int = 20) -> str:
+    """``[####......]``: ``done`` of ``total`` as ``width`` characters (empty when total is 0)."""
+    filled = min(width, round(width * done / total)) if total else 0
+    return f"[{'#' * filled}{'.' * (width - filled)}]"
+
+
 def _duration(seconds: float) -> str:
     seconds = int(round(seconds))
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
@@ -76,8 +82,6 @@ def step_line(step: int, metrics: dict[str, float], record: RunRecord, memory_in
     Fields verl did not log for this step (e.g. the validation-only step 0) are left out.
     """
     total = record.total_steps or "?"
-    width = 20
-    done = min(width, round(width * step / record.total_steps)) if record.total_steps else 0
     times = [m[STEP_TIME] for m in record.training_steps().values() if STEP_TIME in m]
     fields = [
         ("reward", metrics.get(REWARD), ".3f"),
@@ -85,7 +89,7 @@ def step_line(step: int, metrics: dict[str, float], record: RunRecord, memory_in
         ("loss", metrics.get(LOSS), "+.4f"),
         ("len", metrics.get(LENGTH), ".1f"),
     ]
-    parts = [f"step {step:>{len(str(total))}}/{total}", f"[{'#' * done}{'.' * (width - done)}]"]
+    parts = [f"step {step:>{len(str(total))}}/{total}", bar(step, record.total_steps or 0)]
     parts += [f"{name} {value:{spec}}" for name, value, spec in fields if value is not None]
     if STEP_TIME in metrics:
         parts.append(f"{metrics[STEP_TIME]:.1f}s")

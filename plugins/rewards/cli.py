@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from reasonrl.contracts import CliCommand
+from reasonrl.progress import bar
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -28,9 +29,7 @@ class ProgressBar:
         elapsed = time.monotonic() - self.start
         rate = self.done / elapsed if elapsed > 0 else 0.0
         eta = (self.total - self.done) / rate if rate > 0 else 0.0
-        width = 30
-        filled = int(width * self.done / max(1, self.total))
-        sys.stderr.write(f"\r[{self.label}] [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total}  {rate:6.1f}/s  eta {eta:5.1f}s ")
+        sys.stderr.write(f"\r[{self.label}] {bar(self.done, self.total, width=30)} {self.done}/{self.total}  {rate:6.1f}/s  eta {eta:5.1f}s ")
         if self.done == self.total:
             sys.stderr.write("\n")
         sys.stderr.flush()

@@ -14,6 +14,7 @@ Rewards for one solution with per-test results ``passed``:
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
@@ -56,9 +57,10 @@ def cluster_1d(values: Sequence[float], k: int) -> list[int]:
     """Optimal k-means of ``values`` in 1-D (dynamic programming over the sorted distinct values,
     weighted by multiplicity). Returns a cluster index per value, 0 = the cluster of the
     *largest* values. Deterministic: among equal-cost splits the earliest boundary wins."""
-    distinct = sorted(set(values))
+    counts = Counter(values)
+    distinct = sorted(counts)
     k = max(1, min(k, len(distinct)))
-    weights = [sum(1 for v in values if v == d) for d in distinct]
+    weights = [counts[d] for d in distinct]
     m = len(distinct)
     # prefix sums for O(1) weighted SSE of distinct[i..j]
     s0, s1, s2 = [0.0], [0.0], [0.0]
@@ -138,8 +140,8 @@ def reward(passed: Sequence[bool], calibration: TestDifficulty, scheme: str = "s
         sizes = [calibration.levels.count(g) for g in range(calibration.num_levels)]
         return sum(calibration.level_scores[g] / sizes[g] for g, ok in zip(calibration.levels, passed) if ok)
     earned = 0.0
-    for g, score in enumerate(calibration.level_scores):
-        if not all(ok for level, ok in zip(calibration.levels, passed) if level == g):
+    for score, level_passed in zip(calibration.level_scores, levels_passed(passed, calibration)):
+        if not level_passed:
             break
         earned += score
     return earned

@@ -21,7 +21,7 @@ from reasonrl.plugins.rewards.code_extraction import extract_code
 from reasonrl.plugins.rewards.config import RewardsConfig
 from reasonrl.plugins.rewards.difficulty import TestDifficulty, levels_passed, reward
 from reasonrl.plugins.rewards.incomplete_signal import is_incomplete, is_repetitive, is_truncated
-from reasonrl.plugins.rewards.judge import JudgeLimits, Problem, Submission, Verdict, parse_tests
+from reasonrl.plugins.rewards.judge import JudgeLimits, Problem, Submission, parse_tests
 from reasonrl.plugins.rewards.math_reward import math_reward
 from reasonrl.plugins.rewards.thinking_format import format_ok
 
@@ -97,11 +97,10 @@ def incomplete_flags(settings: RewardsConfig, response_ids: list[int], max_respo
     return {"truncated": float(truncated), "repetitive": float(repetitive), "incomplete": float(incomplete), "judge_error": float(judge_error)}
 
 
-def thinking_format(settings: RewardsConfig, response: str, mode: str | None) -> float | None:
-    """1.0/0.0 when the format reward applies (weighted and the prompt sets the toggle), else None."""
-    if settings.thinking_format_weight <= 0 or mode is None:
-        return None
-    return float(format_ok(response, mode))
+def thinking_format(response: str, mode: str | None) -> float | None:
+    """1.0/0.0 for the toggle's format when ``mode`` is known (the caller passes None when the
+    format reward has no weight or the prompt sets no toggle), else None."""
+    return None if mode is None else float(format_ok(response, mode))
 
 
 def combine(task: Scored, format_score: float | None, flags: dict[str, float], settings: RewardsConfig) -> dict[str, Any]:
@@ -125,4 +124,4 @@ def math_scored(response: str, ground_truth: Any) -> Scored:
     return Scored(value, value >= 1.0)
 
 
-__all__ = ["EXTRA_KEYS", "Scored", "code_spec", "combine", "incomplete_flags", "make_judge", "math_scored", "score_code", "thinking_format", "Verdict"]
+__all__ = ["EXTRA_KEYS", "Scored", "code_spec", "combine", "incomplete_flags", "make_judge", "math_scored", "score_code", "thinking_format"]

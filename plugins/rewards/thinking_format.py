@@ -18,15 +18,23 @@ THINKING_OFF = "detailed thinking off"
 _THINK_BLOCK = re.compile(r"\s*<think>(?P<thinking>.*?)</think>(?P<answer>.*)", re.DOTALL)
 
 
+def thinking_mode_in_text(text: str) -> str | None:
+    """``"on"``/``"off"`` if ``text`` (a system message, a rendered prompt) sets the toggle, else None."""
+    text = text.lower()
+    if THINKING_ON in text:
+        return "on"
+    if THINKING_OFF in text:
+        return "off"
+    return None
+
+
 def thinking_mode(messages: list[dict]) -> str | None:
     """``"on"``/``"off"`` from the system message of a chat prompt, None when it sets neither."""
     for message in messages:
         if message.get("role") == "system":
-            content = str(message.get("content", "")).lower()
-            if THINKING_ON in content:
-                return "on"
-            if THINKING_OFF in content:
-                return "off"
+            mode = thinking_mode_in_text(str(message.get("content", "")))
+            if mode is not None:
+                return mode
     return None
 
 

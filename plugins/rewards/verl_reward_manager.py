@@ -19,7 +19,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from reasonrl.plugins.rewards import scoring
 from reasonrl.plugins.rewards.config import settings_from
-from reasonrl.plugins.rewards.thinking_format import THINKING_OFF, THINKING_ON
+from reasonrl.plugins.rewards.thinking_format import thinking_mode_in_text
 
 NAME = "reasonrl"
 
@@ -27,11 +27,7 @@ NAME = "reasonrl"
 def _select(config, key: str, default=None):
     from omegaconf import OmegaConf
 
-    try:
-        value = OmegaConf.select(config, key, default=default)
-    except Exception:  # a plain dict config
-        value = default
-    return value
+    return OmegaConf.select(config, key, default=default)
 
 
 class ReasonrlRewardManager(RewardManagerBase):
@@ -79,11 +75,7 @@ class ReasonrlRewardManager(RewardManagerBase):
         if setting is not None:
             return "on" if setting in (True, "on") else "off"
         prompt = self.tokenizer.decode(item.batch["prompts"][item.batch["attention_mask"][: item.batch["prompts"].shape[-1]].bool()], skip_special_tokens=False)
-        if THINKING_ON in prompt:
-            return "on"
-        if THINKING_OFF in prompt:
-            return "off"
-        return None
+        return thinking_mode_in_text(prompt)
 
     async def run_single(self, data: DataProto) -> dict[str, Any]:
         item = data[-1:][0]  # the last turn, as verl's naive manager
@@ -94,7 +86,9 @@ class ReasonrlRewardManager(RewardManagerBase):
         extra_info = dict(item.non_tensor_batch.get("extra_info", None) or {})
         ground_truth = item.non_tensor_batch["reward_model"]["ground_truth"]
         task = await self._task_score(item.non_tensor_batch.get("data_source"), response, ground_truth, extra_info)
-        format_score = scoring.thinking_format(self.settings, response, self._thinking_mode(item, extra_info) if self.settings.thinking_format_weight > 0 else None)
+        # the prompt is decoded only when the format reward counts
+        mode = self._thinking_mode(item, extra_info) if self.settings.thinking_format_weight > 0 else None
+        format_score = scoring.thinking_format(response, mode)
         flags = scoring.incomplete_flags(self.settings, ids, self.max_response_length, task.judge_error, self.stop_ids)
         extra = scoring.combine(task, format_score, flags, self.settings)
         return {"reward_score": extra["score"], "reward_extra_info": extra}
