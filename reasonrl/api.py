@@ -63,3 +63,15 @@ def test_difficulty_reward(passed, calibration, scheme: str = "strict") -> float
 
 
 test_difficulty_reward.__test__ = False  # a facade, not a pytest test
+
+
+def build_sampler(name, prompt_ids, **options):
+    """A prompt sampler (sampling plugin, SPEC §3). ``name``: ``dynamic``, ``easy_pool``,
+    ``curriculum``, ``prioritized``, ``gaussian_curriculum``, ``difficulty_filter``, or a list
+    of them in pipeline order; ``options``: ``seed``, ``alpha``, ``pace_steps``, ... (the
+    ``reasonrl.sampling`` knobs) and per-prompt ``pass_rates`` / ``difficulty``. The result
+    has ``sample(batch_size)``, ``update({prompt id: [scores in 0..1]})``, ``metrics()``,
+    ``state_dict()`` and ``load_state_dict(state)``. Bad options raise ConfigError naming the key."""
+    from reasonrl.plugins.sampling.sampler import build_sampler as build
+
+    return build(name, prompt_ids, **options)

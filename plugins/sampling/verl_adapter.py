@@ -1,0 +1,92 @@
+"""verl adapter: the ``sampling`` callback of trainer mode ``reasonrl_sync``.
+
+verl 0.9.1 has no sampler hook; this callback is the trainer's prompt source
+(``next_prompts``: dataset rows from the sampler instead of verl's dataloader, including the
+top-ups after verl's own DAPO filter, ``algorithm.filter_groups``, evicted no-signal groups),
+learns from every finished group that reasonrl's ``ReportingReplayBuffer`` reports (trained
+or evicted), logs the sampler's metrics each step and checkpoints its state with verl's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reasonrl.config import ConfigError
+from reasonrl.plugins.sampling.config import KEY, SamplingConfig
+from reasonrl.plugins.sampling.sampler import PromptSampler
+
+
+def _column(dataset, name: str) -> np.ndarray | None:
+    """A numeric column of verl's RLHFDataset, top level or inside ``extra_info``."""
+    frame = dataset.dataframe
+    if name in frame.column_names:
+        values = frame[name]
+    elif "extra_info" in frame.column_names:
+        infos = frame["extra_info"]
+        if not all(isinstance(info, dict) and name in info for info in infos):
+            return None
+        values = [info[name] for info in infos]
+    else:
+        return None
+    return np.asarray(values, dtype=np.float64)
+
+
+def response_score(reward: float, extra: dict, score_key: str) -> float:
+    """A response's score in [0, 1]: ``reward_extra_info[score_key]`` or the summed reward, clipped."""
+    value = reward if score_key == "reward" else extra.get(score_key)
+    if value is None:
+        raise KeyError(f"{KEY}.score_key: the reward manager's reward_extra_info has no {score_key!r} (keys: {sorted(extra)}); set score_key=reward to use the reward itself")
+    return min(1.0, max(0.0, float(value)))
+
+
+class SamplingCallback:
+    def __init__(self, settings: SamplingConfig):
+        self.settings = settings
+        self.sampler: PromptSampler | None = None
+
+    def on_init_end(self, trainer) -> None:
+        s = self.settings
+        dataset = trainer.train_dataset
+        pass_rates = _column(dataset, s.pass_rate_column)
+        difficulty = _column(dataset, s.difficulty_column) if s.difficulty_column else None
+        if s.difficulty_column and difficulty is None:
+            raise ConfigError(f"{KEY}.difficulty_column", f"{s.difficulty_column!r} is not a column (or extra_info key) of every row of data.train_files")
+        if s.pace_steps is None:
+            s.pace_steps = int(trainer.total_training_steps)
+        needs_rates = {"difficulty_filter", "gaussian_curriculum"} | ({"curriculum"} if difficulty is None else set())
+        if pass_rates is None and needs_rates & set(s.samplers):
+            raise ConfigError(f"{KEY}.pass_rate_column", f"{s.pass_rate_column!r} is not a column (or extra_info key) of every row of data.train_files; `reasonrl sampling pass-rates` writes it")
+        self.sampler = PromptSampler(s, np.arange(len(dataset)), pass_rates=pass_rates, difficulty=difficulty)
+
+    def next_prompts(self, trainer, count: int, refill: bool) -> list[int]:
+        return self.sampler.sample(count, refill=refill)
+
+    def on_groups_finished(self, trainer, groups) -> None:
+        results, trained = {}, []
+        for group in groups:
+            if group.row is None:  # not one of ours (e.g. dispatched before a restart)
+                continue
+            scores = [response_score(r, e, self.settings.score_key) for r, e in zip(group.rewards, group.reward_extra_info)]
+            if group.row in results:  # the same prompt twice in flight: one record per update
+                self.sampler.update(results, trained=trained)
+                results, trained = {}, []
+            results[group.row] = scores
+            if group.trained:
+                trained.append(group.row)
+        self.sampler.update(results, trained=trained)
+
+    def before_advantage(self, trainer, batch, metrics: dict) -> None:
+        metrics.update(self.sampler.metrics(prefix="reasonrl/sampling/"))
+
+    def state_dict(self) -> dict:
+        return self.sampler.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.sampler.load_state_dict(state)
+
+
+def build(config):
+    from reasonrl.plugins.sampling.config import settings_from
+
+    settings = settings_from(config)
+    return SamplingCallback(settings) if settings.samplers else None
