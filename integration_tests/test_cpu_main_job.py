@@ -5,13 +5,15 @@ Each launch is a real ``reasonrl train`` process (about a minute to start Ray, t
 trainer and vLLM on two cores, then ~3 s per step). What is checked: the configured steps
 finish with finite rewards; vLLM generates with the trainer's weights (it starts from
 random weights, ``load_format: dummy``, so matching log-probs prove every weight sync);
-checkpoints are written and a second launch resumes after the last one; Ctrl-C leaves no
+checkpoints are written and a second launch resumes after the last one (the sampler's state
+restored exactly); Ctrl-C leaves no
 Ray or vLLM process behind; every recipe runs the preset.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from reasonrl.state_io import digest, load_state
 from reasonrl.testing.cpu_runs import (
     LAUNCH_TIMEOUT,
     assert_steps_trained,
@@ -120,4 +123,11 @@ def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag)
     first_launch, resumed = launch_metrics(run_dir)
     assert_steps_trained(resumed, range(saved + 1, total + 1), resume_log)
     assert max(training_steps(first_launch)) >= saved
+    # the sampler's state (mimo: easy pool + dynamic sampling) is back exactly as checkpointed
+    restored = re.search(r"\[reasonrl\] sampling: state restored from (\S+) \(sha256 (\w+)\)", resume_log.read_text())
+    assert restored, tail(resume_log)
+    path, restored_digest = restored.groups()
+    assert Path(path) == run_dir / f"global_step_{saved}" / "reasonrl" / "sampling.npz"
+    assert digest(load_state(path)) == restored_digest
+    assert resumed[saved + 1]["reasonrl/sampling/drawn"] >= 16, "the restored sampler drives the next step"
     assert (run_dir / "latest_checkpointed_iteration.txt").read_text().strip() == str(total)

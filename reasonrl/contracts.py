@@ -81,7 +81,17 @@ class TrainerCallback:
       ``response_mask``/``loss_mask``) with ``transfer_queue.kv_batch_get``/``kv_batch_put``;
     - ``before_actor_update(trainer, extra_info, metrics)``: each step, before the actor
       update; entries added to ``extra_info`` reach the actor's loss with the batch, entries
-      added to ``metrics`` are logged for the step.
+      added to ``metrics`` are logged for the step;
+    - ``next_prompts(trainer, count, refill) -> list[int]``: the training dataset rows to roll
+      out next, instead of verl's dataloader (``refill``: topping up a batch after verl's DAPO
+      filter evicted groups). At most one callback of a run may have it;
+    - ``on_groups_finished(trainer, groups)``: finished prompt groups as verl's replay buffer
+      resolves them, trained or not (needs reasonrl's ``ReportingReplayBuffer`` as
+      ``trainer.v1.sampler.custom_sampler``): ``FinishedGroup`` records with ``row`` (the
+      dataset row), ``rewards``, ``reward_extra_info`` and ``trained``;
+    - ``state_dict()`` / ``load_state_dict(state)``: saved in verl's checkpoint folder
+      (``global_step_<n>/reasonrl/<name>.npz``, numpy arrays and JSON scalars) before verl
+      marks the checkpoint complete, restored after ``on_init_end`` on resume.
     """
 
     name: str

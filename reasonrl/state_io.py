@@ -20,7 +20,7 @@ def _encode(value: Any, arrays: list) -> Any:
         arrays.append(value)
         return {"__array__": len(arrays) - 1}
     if isinstance(value, dict):
-        return {"__dict__": {str(k): _encode(v, arrays) for k, v in value.items()}}
+        return {"__dict__": {str(k): _encode(value[k], arrays) for k in sorted(value, key=str)}}
     if isinstance(value, (list, tuple)):
         return {"__list__": [_encode(v, arrays) for v in value]}
     if isinstance(value, np.generic):

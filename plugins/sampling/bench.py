@@ -83,7 +83,7 @@ def plot_gaussian_run(out: Path, prompts: int, steps: int, batch: int, responses
     pools.plot(x, [h["easy_pool_size"] for h in history], label="easy pool")
     pools.set_ylabel("prompts")
     pools.legend(loc="center right")
-    pools.set_title(f"simulated run: Gaussian curriculum + easy pool (α=0.1) + dynamic sampling, {prompts} prompts, batch {batch}×{responses}")
+    pools.set_title(f"simulated run: Gaussian curriculum + easy pool (α=0.1) + dynamic sampling\n{prompts} prompts, batch {batch} prompts × {responses} responses", fontsize=10)
     rates.plot(x, [h["curriculum_centre"] for h in history], label="curriculum centre (target pass rate)", color="black")
     rates.plot(x, [h["drawn_precomputed_pass_rate_mean"] for h in history], label="pre-computed pass rate of drawn prompts")
     rates.plot(x, [h["drawn_pass_rate_mean"] for h in history], label="observed pass rate of drawn prompts", alpha=0.7)

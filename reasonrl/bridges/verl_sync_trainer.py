@@ -5,9 +5,16 @@ Imported only where verl's trainers are imported (verl's TaskRunner), never at `
 
 from __future__ import annotations
 
-from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+import os
+import uuid
 
-from reasonrl.bridges.verl_trainer import build_callbacks
+import numpy as np
+from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+from verl.utils import tensordict_utils as tu
+from verl.utils.dataset.rl_dataset import collate_fn
+
+from reasonrl.bridges.verl_trainer import build_callbacks, callback_state_path, single_prompt_source
+from reasonrl.state_io import digest, load_state, save_state
 
 
 class ReasonrlSyncTrainer(PPOTrainerSync):
@@ -15,15 +22,43 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
 
     def _build_replay_buffer(self):
         self.trainer_mode = "sync"  # called from __init__, before anything reads the mode
-        return super()._build_replay_buffer()
+        buffer = super()._build_replay_buffer()
+        if hasattr(buffer, "group_listener"):  # reasonrl's ReportingReplayBuffer
+            buffer.group_listener = self._groups_finished
+        return buffer
 
     def on_init_end(self):
         super().on_init_end()
         self.reasonrl_callbacks = build_callbacks(self.config)
+        self.prompt_source = single_prompt_source(self.reasonrl_callbacks)
+        self.prompt_rows: dict[str, int] = {}
         for _name, callback in self.reasonrl_callbacks:
             if hasattr(callback, "on_init_end"):
                 callback.on_init_end(self)
+        self._restore_callback_states()
 
+    # ---------------------------------------------------------------- prompts and outcomes
+    def _next_train_batch(self, num_prompts: int | None = None):
+        if self.prompt_source is None:
+            return super()._next_train_batch(num_prompts)
+        count = num_prompts or self.config.data.train_batch_size
+        rows = self.prompt_source.next_prompts(self, count, refill=num_prompts is not None)
+        batch_dict = collate_fn([self.train_dataset[int(row)] for row in rows])
+        uids = [str(uuid.uuid4()) for _ in rows]
+        batch_dict["uid"] = np.array(uids, dtype=object)
+        self.prompt_rows.update(zip(uids, (int(row) for row in rows)))
+        batch = tu.get_tensordict(batch_dict)
+        tu.assign_non_tensor_data(batch, "global_steps", self.global_steps)
+        return batch
+
+    def _groups_finished(self, groups) -> None:
+        for group in groups:
+            group.row = self.prompt_rows.pop(group.uid, None)
+        for _name, callback in self.reasonrl_callbacks:
+            if hasattr(callback, "on_groups_finished"):
+                callback.on_groups_finished(self, groups)
+
+    # ---------------------------------------------------------------- per-step callbacks
     def _compute_advantage(self, batch, metrics: dict):
         for _name, callback in self.reasonrl_callbacks:
             if hasattr(callback, "before_advantage"):
@@ -35,3 +70,35 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
             if hasattr(callback, "before_actor_update"):
                 callback.before_actor_update(self, batch.extra_info, metrics)
         return super()._update_actor(batch, metrics)
+
+    # ---------------------------------------------------------------- checkpoints
+    def _save_checkpoint(self):
+        # before verl's own save: its latest_checkpointed_iteration.txt, written last, then
+        # marks a checkpoint that holds the plugins' state too
+        folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
+        for name, callback in self.reasonrl_callbacks:
+            if hasattr(callback, "state_dict"):
+                save_state(callback_state_path(folder, name), callback.state_dict())
+        super()._save_checkpoint()
+
+    def _load_checkpoint(self):
+        super()._load_checkpoint()
+        self.resumed_from = None
+        if self.global_steps > 0:
+            if self.config.trainer.resume_mode == "resume_path":
+                folder = self.config.trainer.resume_from_path
+            else:
+                folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
+            self.resumed_from = os.path.abspath(folder)
+
+    def _restore_callback_states(self) -> None:
+        if self.resumed_from is None:
+            return
+        for name, callback in self.reasonrl_callbacks:
+            if not hasattr(callback, "load_state_dict"):
+                continue
+            path = callback_state_path(self.resumed_from, name)
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"{path}: the checkpoint has no state for reasonrl callback {name!r}; resuming without it would silently reset it")
+            callback.load_state_dict(load_state(path))
+            print(f"[reasonrl] {name}: state restored from {path} (sha256 {digest(callback.state_dict())})", flush=True)

@@ -47,3 +47,18 @@ def register_when_imported() -> None:
     from reasonrl.bridges.import_hooks import run_after_import
 
     run_after_import(TRAINERS_PACKAGE, register)
+
+
+def single_prompt_source(callbacks: list[tuple[str, Any]]) -> Any:
+    """The one callback that chooses the prompts (``next_prompts``), or None: verl's dataloader."""
+    sources = [(name, callback) for name, callback in callbacks if hasattr(callback, "next_prompts")]
+    if len(sources) > 1:
+        raise RuntimeError(f"reasonrl callbacks {[name for name, _ in sources]} each want to choose the prompts: enable one")
+    return sources[0][1] if sources else None
+
+
+def callback_state_path(checkpoint_folder: str, name: str) -> str:
+    """Where a callback's state lives inside verl's ``global_step_<n>`` folder."""
+    import os
+
+    return os.path.join(checkpoint_folder, "reasonrl", f"{name}.npz")
