@@ -155,3 +155,14 @@ def validate_reasonrl_section(section: Mapping[str, Any] | None, groups: Mapping
             raise ConfigError(f"reasonrl.{name}", f"must be a mapping of knobs, got {values!r}")
         validated[name] = validate_group(groups[name], values)
     return validated
+
+
+def group_settings(config: Any, group: ConfigGroup) -> Any:
+    """The validated ``reasonrl.<group>`` section of a composed run config (defaults when absent)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    section = config.get("reasonrl", {}) if config is not None else {}
+    section = section.get(group.name, {}) if section else {}
+    if isinstance(section, DictConfig):
+        section = OmegaConf.to_container(section, resolve=True)
+    return validate_group(group, section or {})

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from reasonrl.config import ConfigError, knob
+from reasonrl.config import ConfigError, group_settings, knob
 from reasonrl.contracts import ConfigGroup
 from reasonrl.plugins.rewards.difficulty import SCHEMES
 
@@ -58,12 +58,4 @@ REWARDS_GROUP = ConfigGroup("rewards", RewardsConfig, "code judge + test-difficu
 
 def settings_from(config) -> RewardsConfig:
     """The validated ``reasonrl.rewards`` section of a run config (defaults when absent)."""
-    from omegaconf import DictConfig, OmegaConf
-
-    section = config.get("reasonrl", {}) if config is not None else {}
-    section = section.get("rewards", {}) if section else {}
-    if isinstance(section, DictConfig):
-        section = OmegaConf.to_container(section, resolve=True)
-    from reasonrl.config import validate_group
-
-    return validate_group(REWARDS_GROUP, section or {})
+    return group_settings(config, REWARDS_GROUP)

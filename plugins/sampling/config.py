@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from reasonrl.config import ConfigError, knob
+from reasonrl.config import ConfigError, group_settings, knob
 from reasonrl.contracts import ConfigGroup
 
 #: stage of each sampler name: the configured order must not go backwards
@@ -73,16 +73,6 @@ class SamplingConfig:
 SAMPLING_GROUP = ConfigGroup("sampling", SamplingConfig, "dynamic sampling with replacement, easy pool, curriculum, prioritized, Gaussian curriculum, difficulty filter")
 
 
-
-
 def settings_from(config) -> SamplingConfig:
     """The validated ``reasonrl.sampling`` section of a run config (defaults when absent)."""
-    from omegaconf import DictConfig, OmegaConf
-
-    from reasonrl.config import validate_group
-
-    section = config.get("reasonrl", {}) if config is not None else {}
-    section = section.get("sampling", {}) if section else {}
-    if isinstance(section, DictConfig):
-        section = OmegaConf.to_container(section, resolve=True)
-    return validate_group(SAMPLING_GROUP, section or {})
+    return group_settings(config, SAMPLING_GROUP)
