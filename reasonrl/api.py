@@ -75,3 +75,13 @@ def build_sampler(name, prompt_ids, **options):
     from reasonrl.plugins.sampling.sampler import build_sampler as build
 
     return build(name, prompt_ids, **options)
+
+
+def solve_architecture(quality, resources, budgets):
+    """Puzzle's search (puzzle plugin, Llama-Nemotron §2): the variant index per layer that
+    minimises the summed ``quality`` cost (layers × variants; ``numpy.inf`` = not allowed) with
+    every ``resources[name]`` (layers × variants) summing to at most ``budgets[name]``. Exact
+    (HiGHS MILP); raises ``InfeasibleBudget`` (a ValueError) when no choice fits."""
+    from reasonrl.plugins.puzzle.search import solve
+
+    return solve(quality, resources, budgets).choice.tolist()

@@ -1,0 +1,55 @@
+"""puzzle: Puzzle NAS for Llama parents (Llama-Nemotron §2, SPEC §6).
+
+Block library (``library.py``), blockwise local distillation (``distill.py``), per-subblock
+quality and resource costs (``pipeline.py``, ``costs.py``), the MIP search (``search.py``;
+``reasonrl.api.solve_architecture``), FFN Fusion (``fusion.py``) and export as a Llama-Nemotron
+(``nemotron-nas``) checkpoint whose model class (``model.py``) this plugin registers with
+transformers — in verl's processes through the verl bridge, in vLLM's through its plugin
+loader. ``reasonrl puzzle <stage>|run`` drives it (``cli.py``).
+"""
+
+from __future__ import annotations
+
+from reasonrl.contracts import CliCommand, PluginInfo, Registration
+from reasonrl.hookspecs import hookimpl
+
+
+def _register_model() -> None:
+    from reasonrl.plugins.puzzle.model import register_with_transformers
+
+    register_with_transformers()
+
+
+@hookimpl
+def reasonrl_plugin_info() -> PluginInfo:
+    return PluginInfo(
+        name="puzzle",
+        summary="Puzzle NAS: block library, local distillation, MIP search, FFN Fusion, nemotron-nas export",
+        reports=("Llama-Nemotron §2",),
+    )
+
+
+@hookimpl
+def reasonrl_verl_registrations() -> list[Registration]:
+    # verl's FSDP engine loads models through transformers' Auto classes
+    return [Registration("verl", "transformers_model", "nemotron-nas", _register_model, "AutoModelForCausalLM['nemotron-nas'] = DeciLMForCausalLM")]
+
+
+@hookimpl
+def reasonrl_vllm_registrations() -> list[Registration]:
+    # vLLM has the model (nemotron_nas.py) but reads the config through transformers' AutoConfig
+    return [Registration("vllm", "transformers_config", "nemotron-nas", _register_model, "AutoConfig['nemotron-nas'] = NemotronNasConfig")]
+
+
+@hookimpl
+def reasonrl_cli_commands() -> list[CliCommand]:
+    from reasonrl.plugins.puzzle.cli import PUZZLE_COMMAND
+
+    return [PUZZLE_COMMAND]
+
+
+@hookimpl
+def reasonrl_benchmarks() -> list[CliCommand]:
+    from reasonrl.plugins.puzzle.bench import BENCHMARK
+
+    return [BENCHMARK]

@@ -1,0 +1,87 @@
+"""The Puzzle MIP: exact (equal to brute force on random small instances), forbidden variants,
+infeasible budgets named, the facade, and greedy never better than the optimum."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reasonrl.api import solve_architecture
+from reasonrl.plugins.puzzle.search import InfeasibleBudget, brute_force, greedy, pareto_front, solve
+
+
+@st.composite
+def instances(draw):
+    layers, variants = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    seed = draw(st.integers(0, 2**31 - 1))
+    rng = np.random.default_rng(seed)
+    quality = rng.random((layers, variants)).round(3)
+    quality[rng.random((layers, variants)) < 0.15] = np.inf
+    quality[:, 0] = rng.random(layers).round(3)  # every layer keeps at least one allowed variant
+    resources = {name: rng.integers(0, 20, (layers, variants)).astype(float) for name in ("params", "kv", "latency")[: draw(st.integers(0, 3))]}
+    budgets = {name: float(draw(st.integers(0, 20 * layers))) for name in resources}
+    return quality, resources, budgets
+
+
+@settings(max_examples=150, deadline=None)
+@given(instances())
+def test_the_milp_equals_brute_force(instance):
+    quality, resources, budgets = instance
+    try:
+        expected = brute_force(quality, resources, budgets)
+    except InfeasibleBudget:
+        with pytest.raises(InfeasibleBudget):
+            solve(quality, resources, budgets)
+        return
+    found = solve(quality, resources, budgets)
+    assert found.quality == pytest.approx(expected.quality, abs=1e-9)
+    assert np.isfinite(quality[np.arange(len(found.choice)), found.choice]).all(), "never a forbidden variant"
+    for name, budget in budgets.items():
+        assert found.resources[name] <= budget + 1e-9
+    assert greedy_or_infeasible(quality, resources, budgets) >= found.quality - 1e-9
+
+
+def greedy_or_infeasible(quality, resources, budgets) -> float:
+    try:
+        return greedy(quality, resources, budgets).quality
+    except InfeasibleBudget:
+        return np.inf
+
+
+def test_facade_returns_one_variant_per_layer_within_budget():
+    quality = np.array([[0.0, 1.0, 5.0], [0.0, 0.5, 3.0], [0.0, 2.0, np.inf]])
+    params = np.array([[10.0, 5.0, 1.0], [10.0, 5.0, 1.0], [10.0, 5.0, 1.0]])
+    assert solve_architecture(quality, {"params": params}, {"params": 30}) == [0, 0, 0]
+    assert solve_architecture(quality, {"params": params}, {"params": 25}) == [0, 1, 0]
+    tight = solve_architecture(quality, {"params": params}, {"params": 16})
+    assert sum(params[i, j] for i, j in enumerate(tight)) <= 16 and tight[2] != 2, "inf marks a variant not allowed in a layer"
+
+
+def test_budget_below_the_smallest_model_is_named():
+    quality = np.zeros((2, 2))
+    with pytest.raises(InfeasibleBudget, match=r"budget params=5 is below the smallest possible model \(10\)"):
+        solve(quality, {"params": np.full((2, 2), 5.0)}, {"params": 5})
+    with pytest.raises(KeyError, match="budget 'latency' names no resource"):
+        solve(quality, {"params": np.ones((2, 2))}, {"latency": 1})
+    with pytest.raises(InfeasibleBudget, match="layer 1 allows no variant"):
+        solve(np.array([[0.0, 1.0], [np.inf, np.inf]]), {}, {})
+
+
+def test_jointly_infeasible_budgets_are_reported():
+    quality = np.zeros((1, 2))
+    resources = {"a": np.array([[1.0, 0.0]]), "b": np.array([[0.0, 1.0]])}
+    with pytest.raises(InfeasibleBudget, match="meets all budgets"):
+        solve(quality, resources, {"a": 0.5, "b": 0.5})
+
+
+def test_pareto_front_is_monotone():
+    rng = np.random.default_rng(1)
+    size = np.sort(rng.random((6, 5)), axis=1)[:, ::-1].copy()
+    size[:, 0] = 1.0  # the parent variant: largest, no quality cost
+    quality = (1 - size) ** 2
+    front = pareto_front(quality, {"params": size}, "params", points=8)
+    costs = [s.quality for s in front]
+    assert len(front) == 8 and all(a >= b - 1e-12 for a, b in zip(costs, costs[1:]))
+    assert costs[-1] == 0.0, "the largest budget admits the parent everywhere"
