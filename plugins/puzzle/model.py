@@ -179,3 +179,14 @@ def register_with_transformers() -> None:
     if MODEL_TYPE not in CONFIG_MAPPING:
         AutoConfig.register(MODEL_TYPE, NemotronNasConfig)
         AutoModelForCausalLM.register(NemotronNasConfig, DeciLMForCausalLM)
+
+
+def vllm_unsupported(block_configs) -> list[str]:
+    """Why vLLM's ``nemotron_nas`` would not run these blocks as written (empty: it will):
+    it implements no-op and GQA blocks but not the linear replacements."""
+    problems = []
+    for index, block in enumerate(block_configs):
+        for part, config in (("attention", block.attention), ("ffn", block.ffn)):
+            if config.replace_with_linear:
+                problems.append(f"block_configs[{index}].{part}: replace_with_linear is not implemented by vLLM's nemotron_nas")
+    return problems

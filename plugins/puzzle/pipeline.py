@@ -435,7 +435,11 @@ class Pipeline:
         by_name = {(a.name, f.name): (a, f) for a, f in self.menu_pairs()}
         child = self.assemble([by_name[tuple(pair)] for pair in result["choice"]])
         child.save_pretrained(target)
-        self.log(f"export: {target}")
+        from reasonrl.plugins.puzzle.model import vllm_unsupported
+
+        engines = {"transformers": True, "megatron_core": True, "vllm": not vllm_unsupported(child.config.block_configs), "vllm_problems": vllm_unsupported(child.config.block_configs)}
+        (self.run_dir / "engines.json").write_text(json.dumps(engines, indent=1))
+        self.log(f"export: {target}" + ("" if engines["vllm"] else f" (not for vLLM: {engines['vllm_problems'][0]}; drop 'linear' from the menu to target vLLM)"))
         if self.s.ffn_fusion:
             self.export_fused(child, result)
 

@@ -1,0 +1,129 @@
+"""megatron-core adapter: the exported child as a ``GPTModel`` on megatron-core's own
+heterogeneous layer specs (``get_gpt_heterogeneous_layer_spec``), configured from the child's
+``config.json`` (its ``block_configs`` read by ``HeterogeneousTransformerConfig``), weights
+converted from the Hugging Face names. Local (non-Transformer-Engine) modules, so it runs on
+CPU; needs ``megatron.core.parallel_state`` initialised (one process is enough).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+
+def megatron_config(hf_config: dict):
+    import torch.nn.functional as F
+    from megatron.core.transformer.heterogeneous.heterogeneous_config import HeterogeneousTransformerConfig
+
+    return HeterogeneousTransformerConfig(
+        num_layers=hf_config["num_hidden_layers"], hidden_size=hf_config["hidden_size"], num_attention_heads=hf_config["num_attention_heads"],
+        ffn_hidden_size=hf_config.get("intermediate_size") or 4 * hf_config["hidden_size"], normalization="RMSNorm",
+        layernorm_epsilon=hf_config["rms_norm_eps"], gated_linear_unit=True, activation_func=F.silu, add_bias_linear=False,
+        add_qkv_bias=False, bias_activation_fusion=False, masked_softmax_fusion=False, persist_layer_norm=False,
+        bias_dropout_fusion=False, apply_rope_fusion=False, attention_dropout=0.0, hidden_dropout=0.0,
+        use_cpu_initialization=True, perform_initialization=False, params_dtype=torch.float32,
+        heterogeneous_layers_config_encoded_json=json.dumps(hf_config),
+    )
+
+
+def _qkv(state, prefix: str, heads: int, groups: int, head_dim: int) -> torch.Tensor:
+    """Megatron's fused QKV rows: per query group, its query heads, then its key, then its value."""
+    q = state[f"{prefix}q_proj.weight"].reshape(groups, heads // groups * head_dim, -1)
+    k = state[f"{prefix}k_proj.weight"].reshape(groups, head_dim, -1)
+    v = state[f"{prefix}v_proj.weight"].reshape(groups, head_dim, -1)
+    return torch.cat([q, k, v], dim=1).reshape(-1, q.shape[-1])
+
+
+def convert_state(hf_state: dict[str, torch.Tensor], hf_config: dict) -> dict[str, torch.Tensor]:
+    heads, hidden = hf_config["num_attention_heads"], hf_config["hidden_size"]
+    head_dim = hf_config.get("head_dim") or hidden // heads
+    out = {"embedding.word_embeddings.weight": hf_state["model.embed_tokens.weight"],
+           "decoder.final_layernorm.weight": hf_state["model.norm.weight"], "output_layer.weight": hf_state["lm_head.weight"]}
+    for i, block in enumerate(hf_config["block_configs"]):
+        src, dst = f"model.layers.{i}.", f"decoder.layers.{i}."
+        attention, ffn = block["attention"], block["ffn"]
+        if attention["replace_with_linear"]:
+            out[dst + "self_attention.weight"] = hf_state[src + "self_attn.linear_attn.weight"]
+            out[dst + "input_layernorm.weight"] = hf_state[src + "input_layernorm.weight"]
+        elif not attention["no_op"]:
+            out[dst + "input_layernorm.weight"] = hf_state[src + "input_layernorm.weight"]
+            out[dst + "self_attention.linear_qkv.weight"] = _qkv(hf_state, src + "self_attn.", heads, heads // attention["n_heads_in_group"], head_dim)
+            out[dst + "self_attention.linear_proj.weight"] = hf_state[src + "self_attn.o_proj.weight"]
+        if ffn["replace_with_linear"]:
+            out[dst + "mlp.weight"] = hf_state[src + "mlp.linear_mlp.weight"]
+            out[dst + "pre_mlp_layernorm.weight"] = hf_state[src + "post_attention_layernorm.weight"]
+        elif not ffn["no_op"]:
+            out[dst + "pre_mlp_layernorm.weight"] = hf_state[src + "post_attention_layernorm.weight"]
+            out[dst + "mlp.linear_fc1.weight"] = torch.cat([hf_state[src + "mlp.gate_proj.weight"], hf_state[src + "mlp.up_proj.weight"]])
+            out[dst + "mlp.linear_fc2.weight"] = hf_state[src + "mlp.down_proj.weight"]
+    return out
+
+
+def _cpu_rotary_embedding(model):
+    """megatron-core 0.16.1's RotaryEmbedding moves its frequencies to CUDA on first use; on a
+    machine without CUDA the same module is used as built (on CPU), nothing else changes."""
+    from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
+
+    class HostRotaryEmbedding(RotaryEmbedding):
+        def get_emb(self, max_seq_len: int, offset: int = 0) -> torch.Tensor:
+            freqs = self.get_freqs_non_repeated(max_seq_len, offset)
+            emb = torch.cat((freqs, freqs), dim=-1) if not self.rotary_interleaved else torch.stack((freqs.view(-1, 1), freqs.view(-1, 1)), dim=-1).view(freqs.shape[0], -1)
+            return emb[:, None, None, :]
+
+    if not torch.cuda.is_available():
+        model.rotary_pos_emb.__class__ = HostRotaryEmbedding
+
+
+def load_child(child_dir: str | Path):
+    """The exported child as a megatron-core ``GPTModel`` (eval mode) with its weights."""
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.heterogeneous.heterogeneous_layer_specs import get_gpt_heterogeneous_layer_spec
+    from safetensors.torch import load_file
+
+    child_dir = Path(child_dir)
+    hf_config = json.loads((child_dir / "config.json").read_text())
+    config = megatron_config(hf_config)
+    rope = hf_config.get("rope_parameters") or {}
+    model = GPTModel(config=config, transformer_layer_spec=get_gpt_heterogeneous_layer_spec(config, use_te=False),
+                     vocab_size=hf_config["vocab_size"], max_sequence_length=hf_config["max_position_embeddings"],
+                     position_embedding_type="rope", rotary_base=rope.get("rope_theta", hf_config.get("rope_theta", 10000.0)),
+                     share_embeddings_and_output_weights=False)
+    _cpu_rotary_embedding(model)
+    # inference only: megatron's own inference RNG tracker (its training tracker forks CUDA RNG state)
+    from megatron.core.tensor_parallel.random import initialize_rng_tracker
+
+    initialize_rng_tracker(inference_rng_tracker=True, force_reset=True)
+    state = {}
+    for shard in sorted(child_dir.glob("*.safetensors")):
+        state.update(load_file(str(shard)))
+    converted = convert_state(state, hf_config)
+    missing, unexpected = model.load_state_dict(converted, strict=False)
+    missing = [k for k in missing if not k.endswith("._extra_state")]
+    if missing or unexpected:
+        raise RuntimeError(f"megatron-core state mismatch: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    return model.eval()
+
+
+def _host_attention_buffer(elements: int, dtype: torch.dtype) -> None:
+    """megatron-core's local attention takes its score buffer from a global buffer that it
+    allocates on CUDA; without CUDA, hand it a host buffer of the size it will ask for."""
+    from megatron.core import parallel_state
+
+    if torch.cuda.is_available():
+        return
+    buffers = parallel_state.get_global_memory_buffer().buffer
+    if buffers.get(("mpu", dtype)) is None or buffers[("mpu", dtype)].numel() < elements:
+        buffers[("mpu", dtype)] = torch.empty(elements, dtype=dtype)
+
+
+@torch.no_grad()
+def logits(model, input_ids: torch.Tensor) -> torch.Tensor:
+    """[batch, sequence, vocab] logits of a causal forward (no padding)."""
+    batch, length = input_ids.shape
+    _host_attention_buffer(batch * model.config.num_attention_heads * length * length, model.config.params_dtype)
+    position_ids = torch.arange(length).unsqueeze(0).expand_as(input_ids)
+    # megatron's convention: True = masked; given explicitly (its default mask is built on CUDA)
+    causal = torch.triu(torch.ones(length, length, dtype=torch.bool), diagonal=1)[None, None]
+    return model(input_ids=input_ids, position_ids=position_ids, attention_mask=causal)
