@@ -18,12 +18,14 @@ from reasonrl.plugins.puzzle.pipeline import Pipeline, PuzzleError, PuzzleSettin
 pytestmark = pytest.mark.integration
 
 SMALL = {"toy_layers": 4, "toy_steps": 200, "distill_steps": 60, "distill_sequences": 128, "pareto_points": 4}
+#: the CLI run also checks the exported child in megatron-core and vLLM (fresh processes)
+RUN = {**SMALL, "check_engines": True}
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("puzzle") / "run"
-    command = [sys.executable, "-m", "reasonrl.cli.main", "puzzle", "run", "--run-dir", str(run_dir), *[f"--set={k}={v}" for k, v in SMALL.items()]]
+    command = [sys.executable, "-m", "reasonrl.cli.main", "puzzle", "run", "--run-dir", str(run_dir), *[f"--set={k}={v}" for k, v in RUN.items()]]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return run_dir, done.stdout
@@ -64,6 +66,26 @@ def test_the_exported_child_loads_in_transformers_with_the_same_logits(run):
     with torch.no_grad():
         assert torch.allclose(loaded(input_ids=tokens).logits, assembled(input_ids=tokens).logits, atol=1e-5)
     assert pipeline.evaluate(loaded)["lm_loss"] == pytest.approx(result["child"]["lm_loss"], abs=1e-4)
+    engines = json.loads((run_dir / "engines.json").read_text())
+    assert engines["vllm"], engines["vllm_problems"]
+    assert engines["megatron_max_logprob_diff"] < 1e-4 and engines["vllm_max_logprob_diff"] < 1e-4, engines
+
+
+def test_distillation_in_ray_workers_matches_and_resumes_per_subblock(run, tmp_path):
+    run_dir, _ = run
+    copy = tmp_path / "ray_run"
+    shutil.copytree(run_dir, copy)
+    redo = sorted((copy / "library" / "distilled" / "layer001").glob("*.safetensors"))
+    expected = {p.name: json.loads(p.with_suffix(".json").read_text())["nmse_distilled"] for p in redo}
+    for path in redo:
+        path.unlink()
+        path.with_suffix(".json").unlink()
+    done = subprocess.run([sys.executable, "-m", "reasonrl.cli.main", "puzzle", "distill", "--run-dir", str(copy), *[f"--set={k}={v}" for k, v in SMALL.items()], "--set=workers=2"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"{28 - len(redo) + len(redo)}/28 subblocks" in done.stdout and "2 Ray workers" in done.stdout, done.stdout[-2000:]
+    for path in redo:
+        assert json.loads(path.with_suffix(".json").read_text())["nmse_distilled"] == pytest.approx(expected[path.name], rel=1e-4)
 
 
 def test_a_kv_budget_removes_attention_and_ffn_fusion_shortens_the_child(run, tmp_path):
@@ -97,3 +119,12 @@ def test_bad_inputs_are_named(tmp_path):
     cli = subprocess.run([sys.executable, "-m", "reasonrl.cli.main", "puzzle", "search", "--run-dir", str(tmp_path / "bad"), f"--set=parent={gpt2}"],
                          capture_output=True, text=True, timeout=300)
     assert cli.returncode == 2 and "Llama-architecture parent" in cli.stderr
+
+
+def test_a_budget_below_the_smallest_child_is_named(run, tmp_path):
+    run_dir, _ = run
+    copy = tmp_path / "tiny_budget"
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("search.json", "child", "child_fused"))
+    cli = subprocess.run([sys.executable, "-m", "reasonrl.cli.main", "puzzle", "search", "--run-dir", str(copy), *[f"--set={k}={v}" for k, v in SMALL.items()], "--set=params_fraction=0.001"],
+                         capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 2 and "params_fraction = 0.001 is below the smallest model this library can build" in cli.stderr, cli.stderr

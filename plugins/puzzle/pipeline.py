@@ -52,6 +52,7 @@ class PuzzleSettings:
     latency_fraction: float | None = None
     pareto_points: int = 10
     ffn_fusion: bool = True
+    check_engines: bool = False  # export: run the child in megatron-core and vLLM, compare log-probs with transformers
     seed: int = 0
 
     @classmethod
@@ -369,7 +370,7 @@ class Pipeline:
         return budgets
 
     def stage_search(self) -> None:
-        from reasonrl.plugins.puzzle.search import pareto_front, solve
+        from reasonrl.plugins.puzzle.search import InfeasibleBudget, pareto_front, solve
 
         path = self.run_dir / "search.json"
         if path.exists():
@@ -378,11 +379,20 @@ class Pipeline:
         budgets = self.budgets(resources, fixed)
         parent_params = sum(p.numel() for p in self.parent().parameters())
         uniform = None
+        smallest = {name: float(resources[name].min(axis=1).sum()) for name in budgets}
+        for name, budget in budgets.items():
+            if budget < smallest[name]:
+                fraction = {"params": "params_fraction", "kv_bytes": "kv_fraction", "latency_s": "latency_fraction"}[name]
+                raise InfeasibleBudget(f"{fraction} = {getattr(self.s, fraction)} is below the smallest model this library can build "
+                                       f"({name} {budget + (fixed if name == 'params' else 0):.4g} < {smallest[name] + (fixed if name == 'params' else 0):.4g})")
         if "params" in budgets:
             # the baseline: uniform FFN pruning, the widest that fits; the search gets exactly its
             # parameter count, so the two children are compared at the same budget
             uniform = self.uniform_baseline(int(budgets["params"] + fixed))
-            budgets["params"] = float(uniform["params"] - fixed)
+            if uniform is None:
+                self.log("search: no uniform FFN pruning of this menu fits the parameter budget: no baseline")
+            else:
+                budgets["params"] = float(uniform["params"] - fixed)
         start = time.perf_counter()
         solution = solve(quality, resources, budgets)
         seconds = time.perf_counter() - start
@@ -400,8 +410,8 @@ class Pipeline:
             self.log(f"search: uniform pruning ({uniform['variant']} in every layer) at {uniform['params'] / parent_params:.1%}: held-out LM loss {uniform['lm_loss']:.4f}, KL {uniform['kl']:.4f}")
         self._pareto(pareto_front(quality, resources, "params", points=self.s.pareto_points), pairs, fixed, parent_params)
 
-    def uniform_baseline(self, budget_params: int) -> dict:
-        """The same FFN variant in every layer (parent attention): the widest that fits."""
+    def uniform_baseline(self, budget_params: int) -> dict | None:
+        """The same FFN variant in every layer (parent attention): the widest that fits (None: none does)."""
         a = self.parent_choice()[0][0]
         best = None
         for f in sorted((f for f in self.menu.ffn if f.kind == "ffn"), key=lambda f: -f.size):
@@ -410,8 +420,6 @@ class Pipeline:
             if params <= budget_params:
                 best = {"variant": f.name, "params": params, **self.evaluate(child, self.parent_logits())}
                 break
-        if best is None:
-            raise PuzzleError(f"no uniform FFN pruning of this menu fits {budget_params} parameters")
         return best
 
     def _pareto(self, front, pairs, fixed: int, parent_params: int) -> None:
@@ -438,6 +446,13 @@ class Pipeline:
         from reasonrl.plugins.puzzle.model import vllm_unsupported
 
         engines = {"transformers": True, "megatron_core": True, "vllm": not vllm_unsupported(child.config.block_configs), "vllm_problems": vllm_unsupported(child.config.block_configs)}
+        if self.s.check_engines:
+            from reasonrl.plugins.puzzle.engines import compare, write_probe
+
+            write_probe(target, self.data()["heldout"][:2])
+            for engine in ("megatron", "vllm") if engines["vllm"] else ("megatron",):
+                engines[f"{engine}_max_logprob_diff"] = compare(engine, target)
+                self.log(f"export: {engine} runs the child; largest |Δ log p| vs transformers {engines[f'{engine}_max_logprob_diff']:.2e}")
         (self.run_dir / "engines.json").write_text(json.dumps(engines, indent=1))
         self.log(f"export: {target}" + ("" if engines["vllm"] else f" (not for vLLM: {engines['vllm_problems'][0]}; drop 'linear' from the menu to target vLLM)"))
         if self.s.ffn_fusion:
