@@ -533,7 +533,7 @@ def plot_pareto(frame, out: Path) -> Path:
     twin = axis.twinx()
     twin.plot(frame["params_fraction"], frame["estimated_quality"], "s--", color="tab:orange", alpha=0.7, label="MIP objective (sum of block costs)")
     twin.set_ylabel("MIP objective")
-    fig.legend(loc="upper right", fontsize=8)
+    fig.legend(loc="center right", bbox_to_anchor=(0.86, 0.55), fontsize=8)
     axis.set_title("Puzzle: accuracy / parameters Pareto front")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
