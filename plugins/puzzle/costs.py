@@ -18,6 +18,9 @@ class Hardware:
     peak_flops: float = 989e12
     memory_bandwidth: float = 3.35e12  # bytes / s
     dtype_bytes: int = 2
+    # fixed cost of one sequential subblock (kernel launches, a tensor-parallel all-reduce):
+    # what FFN Fusion saves per merged layer. An assumption, not a measurement.
+    subblock_overhead_s: float = 1e-5
 
 
 def parameters(module) -> int:
@@ -31,12 +34,15 @@ def kv_cache_bytes(kind: str, kv_heads: int | None, head_dim: int, batch: int, s
 
 def decode_latency(params: int, kind: str, heads: int, head_dim: int, kv_bytes: int, batch: int, sequence: int, hardware: Hardware) -> float:
     """Seconds for one decode step of ``batch`` sequences at context ``sequence``: weights and
-    the KV cache are read once, 2 FLOPs per weight per sequence, plus attention over the context."""
+    the KV cache are read once, 2 FLOPs per weight per sequence, plus attention over the context,
+    plus a fixed per-subblock overhead."""
     flops = 2.0 * params * batch
     if kind == "attention":
         flops += 4.0 * batch * sequence * heads * head_dim
+    if params == 0 and kind != "attention":
+        return 0.0  # a removed subblock
     bytes_moved = params * hardware.dtype_bytes + kv_bytes
-    return max(flops / hardware.peak_flops, bytes_moved / hardware.memory_bandwidth)
+    return max(flops / hardware.peak_flops, bytes_moved / hardware.memory_bandwidth) + hardware.subblock_overhead_s
 
 
 @torch.no_grad()

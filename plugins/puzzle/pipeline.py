@@ -393,8 +393,9 @@ class Pipeline:
                 self.log("search: no uniform FFN pruning of this menu fits the parameter budget: no baseline")
             else:
                 budgets["params"] = float(uniform["params"] - fixed)
+        fusion = self.fusion_terms(pairs) if self.s.ffn_fusion else {}
         start = time.perf_counter()
-        solution = solve(quality, resources, budgets)
+        solution = solve(quality, resources, budgets, **fusion)
         seconds = time.perf_counter() - start
         choice = [pairs[j] for j in solution.choice]
         child = self.assemble(choice)
@@ -409,6 +410,13 @@ class Pipeline:
         if uniform:
             self.log(f"search: uniform pruning ({uniform['variant']} in every layer) at {uniform['params'] / parent_params:.1%}: held-out LM loss {uniform['lm_loss']:.4f}, KL {uniform['kl']:.4f}")
         self._pareto(pareto_front(quality, resources, "params", points=self.s.pareto_points), pairs, fixed, parent_params)
+
+    def fusion_terms(self, pairs) -> dict:
+        """FFN Fusion priced into the search: FFN-only variants fuse with an FFN-only predecessor,
+        saving one subblock's fixed latency overhead."""
+        layers = self.parent_config.num_hidden_layers
+        fusable = np.array([[a.kind == "no_op" and f.kind == "ffn" for a, f in pairs]] * layers)
+        return {"fusable": fusable, "fusion_saving": {"latency_s": cost_model.Hardware(**self.s.hardware).subblock_overhead_s}}
 
     def uniform_baseline(self, budget_params: int) -> dict | None:
         """The same FFN variant in every layer (parent attention): the widest that fits (None: none does)."""

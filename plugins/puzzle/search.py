@@ -58,33 +58,64 @@ def _validate(quality, resources: Mapping[str, np.ndarray], budgets: Mapping[str
     return quality, allowed, arrays
 
 
-def _solution(choice, quality, arrays) -> Solution:
+def fused_layers(choice: np.ndarray, fusable: np.ndarray | None) -> int:
+    """Layers that FFN Fusion merges into the layer before them (both FFN-only)."""
+    if fusable is None:
+        return 0
+    chosen = fusable[np.arange(len(choice)), choice]
+    return int((chosen[1:] & chosen[:-1]).sum())
+
+
+def _solution(choice, quality, arrays, fusable=None, fusion_saving=None) -> Solution:
     rows = np.arange(len(choice))
-    return Solution(choice, float(quality[rows, choice].sum()), {k: float(a[rows, choice].sum()) for k, a in arrays.items()})
+    merged = fused_layers(choice, fusable)
+    saving = fusion_saving or {}
+    return Solution(choice, float(quality[rows, choice].sum()), {k: float(a[rows, choice].sum()) - merged * saving.get(k, 0.0) for k, a in arrays.items()})
 
 
-def solve(quality, resources: Mapping[str, np.ndarray], budgets: Mapping[str, float], time_limit_s: float = 60.0) -> Solution:
-    """The exact optimum (HiGHS MILP). Raises InfeasibleBudget when nothing fits."""
+def solve(quality, resources: Mapping[str, np.ndarray], budgets: Mapping[str, float], time_limit_s: float = 60.0,
+          fusable: np.ndarray | None = None, fusion_saving: Mapping[str, float] | None = None) -> Solution:
+    """The exact optimum (HiGHS MILP). Raises InfeasibleBudget when nothing fits.
+
+    With ``fusable`` (layers × variants: FFN-only variants, attention removed) and
+    ``fusion_saving`` (per resource), FFN Fusion is priced in: each layer whose variant and whose
+    predecessor's are both fusable saves ``fusion_saving[k]`` of resource k (one sequential
+    subblock less). Linearised with one continuous y_l ≤ n_l, y_l ≤ n_{l-1} per layer (n_l = 1
+    when layer l's variant is fusable): Σ r_k·x − saving_k·Σ y ≤ B_k.
+    """
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import csr_array
 
     quality, allowed, arrays = _validate(quality, resources, budgets)
     layers, variants = quality.shape
     n = layers * variants
-    cost = np.where(allowed, quality, 0.0).ravel()
-    one_per_layer = csr_array((np.ones(n), (np.repeat(np.arange(layers), variants), np.arange(n))), shape=(layers, n))
+    fuse = fusable is not None and bool(fusion_saving) and layers > 1
+    pairs = layers - 1 if fuse else 0
+    cost = np.concatenate([np.where(allowed, quality, 0.0).ravel(), np.zeros(pairs)])
+    one_per_layer = csr_array((np.ones(n), (np.repeat(np.arange(layers), variants), np.arange(n))), shape=(layers, n + pairs))
     constraints = [LinearConstraint(one_per_layer, 1, 1)]
     if arrays:
-        matrix = np.stack([np.where(allowed, a, 0.0).ravel() for a in arrays.values()])
+        matrix = np.stack([np.concatenate([np.where(allowed, a, 0.0).ravel(), np.full(pairs, -(fusion_saving or {}).get(k, 0.0))]) for k, a in arrays.items()])
         constraints.append(LinearConstraint(matrix, -np.inf, np.array(list(budgets[k] for k in arrays))))
-    result = milp(cost, integrality=np.ones(n), bounds=Bounds(0, allowed.ravel().astype(float)), constraints=constraints,
+    if fuse:
+        # y_l − n_l ≤ 0 and y_l − n_{l−1} ≤ 0 for l = 1..L−1
+        fusable = np.asarray(fusable, dtype=bool) & allowed
+        link = np.zeros((2 * pairs, n + pairs))
+        for l in range(1, layers):
+            for row, layer in ((2 * (l - 1), l), (2 * (l - 1) + 1, l - 1)):
+                link[row, n + l - 1] = 1.0
+                link[row, layer * variants:(layer + 1) * variants] = -fusable[layer].astype(float)
+        constraints.append(LinearConstraint(link, -np.inf, 0.0))
+    integrality = np.concatenate([np.ones(n), np.zeros(pairs)])
+    upper = np.concatenate([allowed.ravel().astype(float), np.ones(pairs)])
+    result = milp(cost, integrality=integrality, bounds=Bounds(0, upper), constraints=constraints,
                   options={"mip_rel_gap": 0.0, "time_limit": time_limit_s})
     if result.status == 2:
         raise InfeasibleBudget(f"no choice of one variant per layer meets all budgets {dict(budgets)} together")
     if result.x is None:
         raise RuntimeError(f"MILP solver stopped without a solution: {result.message}")
-    choice = np.rint(result.x).reshape(layers, variants).argmax(axis=1)
-    return _solution(choice, quality, arrays)
+    choice = np.rint(result.x[:n]).reshape(layers, variants).argmax(axis=1)
+    return _solution(choice, quality, arrays, fusable if fuse else None, fusion_saving)
 
 
 def greedy(quality, resources: Mapping[str, np.ndarray], budgets: Mapping[str, float]) -> Solution:
@@ -119,12 +150,12 @@ def greedy(quality, resources: Mapping[str, np.ndarray], budgets: Mapping[str, f
     return _solution(choice, quality, arrays)
 
 
-def brute_force(quality, resources: Mapping[str, np.ndarray], budgets: Mapping[str, float]) -> Solution:
+def brute_force(quality, resources: Mapping[str, np.ndarray], budgets: Mapping[str, float], fusable=None, fusion_saving=None) -> Solution:
     """Every combination (tests only: variants ** layers)."""
     quality, allowed, arrays = _validate(quality, resources, budgets)
     best = None
     for combo in itertools.product(*(np.flatnonzero(row) for row in allowed)):
-        candidate = _solution(np.asarray(combo), quality, arrays)
+        candidate = _solution(np.asarray(combo), quality, arrays, fusable, fusion_saving)
         if all(candidate.resources[k] <= budgets[k] + 1e-9 for k in arrays) and (best is None or candidate.quality < best.quality - 1e-12):
             best = candidate
     if best is None:

@@ -43,6 +43,37 @@ def test_the_milp_equals_brute_force(instance):
     assert greedy_or_infeasible(quality, resources, budgets) >= found.quality - 1e-9
 
 
+@settings(max_examples=100, deadline=None)
+@given(instances(), st.integers(0, 2**31 - 1))
+def test_the_milp_with_ffn_fusion_priced_in_equals_brute_force(instance, seed):
+    quality, resources, budgets = instance
+    if not resources:
+        return
+    rng = np.random.default_rng(seed)
+    fusable = rng.random(quality.shape) < 0.4
+    saving = {name: float(rng.integers(0, 6)) for name in resources}
+    try:
+        expected = brute_force(quality, resources, budgets, fusable, saving)
+    except InfeasibleBudget:
+        with pytest.raises(InfeasibleBudget):
+            solve(quality, resources, budgets, fusable=fusable, fusion_saving=saving)
+        return
+    found = solve(quality, resources, budgets, fusable=fusable, fusion_saving=saving)
+    assert found.quality == pytest.approx(expected.quality, abs=1e-9)
+    for name, budget in budgets.items():
+        assert found.resources[name] <= budget + 1e-9
+
+
+def test_pricing_fusion_in_admits_a_child_that_does_not_fit_without_it():
+    # two layers; variant 1 (FFN-only) is cheaper in quality than variant 2 but slower unless fused
+    quality = np.array([[0.0, 1.0, 3.0], [0.0, 1.0, 3.0]])
+    latency = np.array([[10.0, 6.0, 4.0], [10.0, 6.0, 4.0]])
+    fusable = np.array([[False, True, False], [False, True, False]])
+    plain = solve(quality, {"latency": latency}, {"latency": 10.0})
+    fused = solve(quality, {"latency": latency}, {"latency": 10.0}, fusable=fusable, fusion_saving={"latency": 2.0})
+    assert plain.quality == 4.0 and fused.choice.tolist() == [1, 1] and fused.quality == 2.0 and fused.resources["latency"] == 10.0
+
+
 def greedy_or_infeasible(quality, resources, budgets) -> float:
     try:
         return greedy(quality, resources, budgets).quality
