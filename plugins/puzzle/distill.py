@@ -1,88 +1,86 @@
 """Blockwise local distillation (Llama-Nemotron §2, SPEC §6.1): each library subblock learns to
 reproduce its parent subblock's output from the parent's own input activations (teacher
-forcing), with a normalised MSE, independently of every other subblock — so the work splits
-across processes (Ray tasks when ``workers > 1``) and resumes subblock by subblock.
+forcing), with a normalised MSE, independently of every other subblock.
+
+Activations are streamed: each step runs the parent up to the layer being distilled on one
+batch, so memory holds one batch of one layer whatever the parent's size. A layer's subblocks
+train together on the same batches (one parent pass feeds all of them); layers are independent
+jobs (Ray tasks when ``workers > 1``), and a layer's finished subblocks are not retrained.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+import copy
 
 import torch
 
 from reasonrl.plugins.puzzle.subblocks import AttentionContext, run_subblock
 
 
-@dataclass
-class Activations:
-    """Per layer, on a batch of sequences: the parent's residual stream into the attention
-    subblock and its output, into the FFN subblock and its output."""
-
-    attention_in: list[torch.Tensor]
-    attention_out: list[torch.Tensor]
-    ffn_in: list[torch.Tensor]
-    ffn_out: list[torch.Tensor]
-
-    def pair(self, layer: int, part: str) -> tuple[torch.Tensor, torch.Tensor]:
-        return (self.attention_in[layer], self.attention_out[layer]) if part == "attention" else (self.ffn_in[layer], self.ffn_out[layer])
-
-
 @torch.no_grad()
-def capture(nas_model, input_ids: torch.Tensor, batch: int = 32) -> Activations:
-    acts = Activations([], [], [], [])
+def layer_activations(nas_model, input_ids: torch.Tensor, layer: int, context: AttentionContext) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """The parent's (input, output) of layer ``layer``'s attention and FFN subblocks."""
     model = nas_model.model
-    context = AttentionContext(model, input_ids.shape[1])
-    chunks = []
-    for start in range(0, len(input_ids), batch):
-        hidden = model.embed_tokens(input_ids[start:start + batch])
-        per_layer = []
-        for layer in model.layers:
-            attention = layer.attention_delta(hidden, **context(hidden))
-            middle = hidden + attention
-            ffn = layer.ffn_delta(middle)
-            per_layer.append((hidden, attention, middle, ffn))
-            hidden = middle + ffn
-        chunks.append(per_layer)
-    for index in range(len(model.layers)):
-        acts.attention_in.append(torch.cat([c[index][0] for c in chunks]))
-        acts.attention_out.append(torch.cat([c[index][1] for c in chunks]))
-        acts.ffn_in.append(torch.cat([c[index][2] for c in chunks]))
-        acts.ffn_out.append(torch.cat([c[index][3] for c in chunks]))
-    return acts
+    hidden = model.embed_tokens(input_ids)
+    for index, block in enumerate(model.layers):
+        attention = block.attention_delta(hidden, **context(hidden))
+        middle = hidden + attention
+        ffn = block.ffn_delta(middle)
+        if index == layer:
+            return {"attention": (hidden, attention), "ffn": (middle, ffn)}
+        hidden = middle + ffn
+    raise IndexError(f"layer {layer} of a {len(model.layers)}-layer model")
 
 
 def normalised_mse(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return ((prediction - target) ** 2).mean() / (target ** 2).mean().clamp_min(1e-12)
 
 
-def distill_subblock(module, part: str, inputs: torch.Tensor, targets: torch.Tensor, context: AttentionContext,
-                     steps: int, lr: float, batch: int, seed: int) -> tuple[float, float]:
-    """Train ``module`` in place; returns its normalised MSE before and after (whole set). When
-    training did not improve on the initialisation (e.g. a least-squares linear map), the
-    initial weights are kept."""
+@torch.no_grad()
+def evaluate_layer(nas_model, layer: int, modules: dict, tokens: torch.Tensor, context, batch: int) -> dict:
+    """Per subblock: Σ‖ŷ − y‖² / Σ‖y‖² over ``tokens``, streamed in batches."""
+    error = dict.fromkeys(modules, 0.0)
+    scale = dict.fromkeys(modules, 0.0)
+    for start in range(0, len(tokens), batch):
+        acts = layer_activations(nas_model, tokens[start:start + batch], layer, context)
+        for key, (part, module) in modules.items():
+            inputs, targets = acts[part]
+            error[key] += float(((run_subblock(module, part, inputs, context) - targets) ** 2).sum())
+            scale[key] += float((targets ** 2).sum())
+    return {key: error[key] / max(scale[key], 1e-12) for key in modules}
+
+
+def distill_layer(nas_model, layer: int, modules: dict, tokens: torch.Tensor, context, steps: int, lr: float, batch: int,
+                  seed: int, eval_sequences: int = 32) -> dict:
+    """Train every ``modules[key] = (part, module)`` of one layer in place; returns
+    ``{key: (nmse before, nmse after)}`` on the first ``eval_sequences`` sequences. A subblock
+    that training did not improve keeps its initial weights (e.g. a least-squares linear map)."""
     generator = torch.Generator().manual_seed(seed)
-    initial = {k: v.detach().clone() for k, v in module.state_dict().items()}
-    with torch.no_grad():
-        before = normalised_mse(run_subblock(module, part, inputs, context), targets).item()
-    trainable = [p for p in module.parameters() if p.requires_grad]
-    if steps and trainable:
-        optimizer = torch.optim.Adam(trainable, lr=lr)
-        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
-        for _ in range(steps):
-            rows = torch.randint(0, len(inputs), (min(batch, len(inputs)),), generator=generator)
-            loss = normalised_mse(run_subblock(module, part, inputs[rows], context), targets[rows])
+    probe = tokens[:eval_sequences]
+    initial = {key: copy.deepcopy(module.state_dict()) for key, (_, module) in modules.items()}
+    before = evaluate_layer(nas_model, layer, modules, probe, context, batch)
+    optimizers = {}
+    for key, (_, module) in modules.items():
+        params = [p for p in module.parameters() if p.requires_grad]
+        if steps and params:
+            optimizer = torch.optim.Adam(params, lr=lr)
+            optimizers[key] = (optimizer, torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps))
+    for _ in range(steps if optimizers else 0):
+        rows = torch.randint(0, len(tokens), (min(batch, len(tokens)),), generator=generator)
+        acts = layer_activations(nas_model, tokens[rows], layer, context)
+        for key, (optimizer, schedule) in optimizers.items():
+            part, module = modules[key]
+            inputs, targets = acts[part]
+            loss = normalised_mse(run_subblock(module, part, inputs, context), targets)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             schedule.step()
-    with torch.no_grad():
-        after = normalised_mse(run_subblock(module, part, inputs, context), targets).item()
-    if after > before:
-        module.load_state_dict(initial)
-        after = before
-    return before, after
-
-
-def done_marker(path: Path) -> Path:
-    return path.with_suffix(".json")
+    after = evaluate_layer(nas_model, layer, modules, probe, context, batch)
+    results = {}
+    for key, (_, module) in modules.items():
+        if after[key] > before[key]:
+            module.load_state_dict(initial[key])
+            after[key] = before[key]
+        results[key] = (before[key], after[key])
+    return results

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from reasonrl.plugins.puzzle import costs as cost_model
-from reasonrl.plugins.puzzle.distill import Activations, capture, distill_subblock
+from reasonrl.plugins.puzzle.distill import distill_layer, layer_activations
 from reasonrl.plugins.puzzle.library import AttentionVariant, FfnVariant, Menu, block_config, ffn_channel_importance, least_squares, merge_kv_heads, prune_ffn
 from reasonrl.plugins.puzzle.subblocks import AttentionContext, nas_config, run_subblock, subblock, subblock_state
 
@@ -41,7 +41,9 @@ class PuzzleSettings:
     distill_steps: int = 150
     distill_lr: float = 2e-3
     distill_batch: int = 16
-    workers: int = 1  # > 1: Ray tasks
+    workers: int = 1  # > 1: one Ray task per layer
+    device: str = "cpu"  # where the parent, the subblocks and the data live (e.g. "cuda")
+    gpus_per_worker: float = 0.0  # Ray tasks' GPU share when device is a GPU
     quality: str = "kl"  # kl | lm_loss: the search's quality cost
     batch: int = 64  # KV cache and latency are costed at batch × sequence
     sequence: int = 4096
@@ -132,7 +134,7 @@ class Pipeline:
                                           llama.config.num_attention_heads, llama.config.hidden_size)] * llama.config.num_hidden_layers
             model = DeciLMForCausalLM(nas_config(llama.config, parent_blocks))
             model.load_state_dict(llama.state_dict(), strict=True)
-            self._parent = model.eval()
+            self._parent = model.eval().to(self.s.device)
         return self._parent
 
     def data(self) -> dict[str, torch.Tensor]:
@@ -148,7 +150,7 @@ class Pipeline:
                 tokens = _text_windows(self.parent_path(), s.text_files, total, s.sequence_length)
             a, b = s.calibration_sequences, s.calibration_sequences + s.distill_sequences
             torch.save({"calibration": tokens[:a], "distill": tokens[a:b], "heldout": tokens[b:]}, path)
-        return torch.load(path)
+        return {split: tokens.to(self.s.device) for split, tokens in torch.load(path).items()}
 
     # ---------------------------------------------------------------- library
     def subblock_path(self, stage: str, layer: int, part: str, variant) -> Path:
@@ -174,13 +176,19 @@ class Pipeline:
         todo = [t for t in self.trained_subblocks() if not self.subblock_path("init", *t).exists()]
         if not todo:
             return
-        acts = capture(parent, self.data()["calibration"])
         config = self.parent_config
         head_dim = config.hidden_size // config.num_attention_heads
+        context = AttentionContext(parent.model, self.s.sequence_length)
+        calibration = self.data()["calibration"]
+        acts, acts_layer = None, None
         for layer, part, variant in todo:
+            if acts_layer != layer:  # one layer's calibration activations at a time
+                chunks = [layer_activations(parent, calibration[i:i + self.s.distill_batch], layer, context) for i in range(0, len(calibration), self.s.distill_batch)]
+                acts = {p: tuple(torch.cat([c[p][k] for c in chunks]) for k in (0, 1)) for p in PARTS}
+                acts_layer = layer
             parent_layer = parent.model.layers[layer]
             state = subblock_state(parent_layer.state_dict(), part)
-            inputs, outputs = acts.pair(layer, part)
+            inputs, outputs = acts[part]
             if variant.kind == "linear":
                 norm = parent_layer.input_layernorm if part == "attention" else parent_layer.post_attention_layernorm
                 with torch.no_grad():
@@ -197,6 +205,7 @@ class Pipeline:
                     importance = ffn_channel_importance(parent_layer.mlp, parent_layer.post_attention_layernorm(inputs))
                 pruned = prune_ffn({k.removeprefix("mlp."): v for k, v in state.items() if k.startswith("mlp.")}, importance, variant.size)
                 new = {"post_attention_layernorm.weight": state["post_attention_layernorm.weight"].clone(), **{f"mlp.{k}": v for k, v in pruned.items()}}
+            new = {k: v.detach().cpu() for k, v in new.items()}
             module = subblock(config, part, variant)
             module.load_state_dict(new, strict=True)
             _save(self.subblock_path("init", layer, part, variant), new, {"layer": layer, "part": part, "variant": variant.name})
@@ -206,49 +215,54 @@ class Pipeline:
     def stage_distill(self) -> None:
         from reasonrl.progress import bar
 
-        todo = [t for t in self.trained_subblocks() if not self.subblock_path("distilled", *t).exists()]
         total = len(self.trained_subblocks())
+        todo = [t for t in self.trained_subblocks() if not self.subblock_path("distilled", *t).exists()]
         if not todo:
             return
-        acts = capture(self.parent(), self.data()["distill"])
-        if self.s.workers > 1:
-            self._distill_with_ray(todo, acts)
-            return
-        context = AttentionContext(self.parent().model, self.s.sequence_length)
-        start = time.monotonic()
-        for count, (layer, part, variant) in enumerate(todo, 1):
-            self._distill_one(layer, part, variant, acts, context)
-            done = total - len(todo) + count
+        layers = sorted({layer for layer, _, _ in todo})
+        done, start = total - len(todo), time.monotonic()
+
+        def report(layer: int, finished: int) -> None:
+            nonlocal done
+            done += finished
             elapsed = time.monotonic() - start
-            self.log(f"distill {bar(done, total)} {done}/{total} subblocks ({total - done} left, {elapsed / count * (len(todo) - count):.0f} s to go)  layer {layer} {variant.name}")
+            rate = (done - (total - len(todo))) / max(elapsed, 1e-9)
+            self.log(f"distill {bar(done, total)} {done}/{total} subblocks ({total - done} left, ~{(total - done) / max(rate, 1e-9):.0f} s to go)  layer {layer} done"
+                     + (f"  [{self.s.workers} Ray workers]" if self.s.workers > 1 else ""))
 
-    def _distill_one(self, layer: int, part: str, variant, acts: Activations, context) -> None:
-        module = subblock(self.parent_config, part, variant)
-        module.load_state_dict(_load(self.subblock_path("init", layer, part, variant)), strict=True)
-        inputs, targets = acts.pair(layer, part)
+        if self.s.workers > 1:
+            import ray
+
+            ray.init(num_cpus=self.s.workers, num_gpus=None, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+            try:
+                task = ray.remote(num_cpus=1, num_gpus=self.s.gpus_per_worker)(_distill_layer_task)
+                pending = {task.remote(str(self.run_dir), self.s, layer): layer for layer in layers}
+                while pending:
+                    finished, _ = ray.wait(list(pending), num_returns=1)
+                    report(pending.pop(finished[0]), ray.get(finished[0]))
+            finally:
+                ray.shutdown()
+            return
+        for layer in layers:
+            report(layer, self.distill_layer(layer))
+
+    def distill_layer(self, layer: int) -> int:
+        """Distil the layer's subblocks that have no distilled weights yet; returns how many."""
+        missing = [(part, variant) for lay, part, variant in self.trained_subblocks() if lay == layer and not self.subblock_path("distilled", layer, part, variant).exists()]
+        modules = {}
+        for part, variant in missing:
+            module = subblock(self.parent_config, part, variant)
+            module.load_state_dict(_load(self.subblock_path("init", layer, part, variant)), strict=True)
+            modules[(part, variant)] = (part, module.to(self.s.device))
+        context = AttentionContext(self.parent().model, self.s.sequence_length)
         torch.manual_seed(self.s.seed + layer)
-        before, after = distill_subblock(module, part, inputs, targets, context, self.s.distill_steps, self.s.distill_lr, self.s.distill_batch, self.s.seed + layer)
-        _save(self.subblock_path("distilled", layer, part, variant), {k: v.detach() for k, v in module.state_dict().items()},
-              {"layer": layer, "part": part, "variant": variant.name, "nmse_init": before, "nmse_distilled": after})
-
-    def _distill_with_ray(self, todo, acts: Activations) -> None:
-        import ray
-
-        from reasonrl.progress import bar
-
-        ray.init(num_cpus=self.s.workers, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
-        try:
-            acts_ref = ray.put(acts)
-            task = ray.remote(num_cpus=1)(_distill_task)
-            pending = [task.remote(str(self.run_dir), self.s, layer, part, variant, acts_ref) for layer, part, variant in todo]
-            total, done = len(self.trained_subblocks()), len(self.trained_subblocks()) - len(todo)
-            while pending:
-                finished, pending = ray.wait(pending, num_returns=1)
-                ray.get(finished)
-                done += 1
-                self.log(f"distill {bar(done, total)} {done}/{total} subblocks ({total - done} left, {self.s.workers} Ray workers)")
-        finally:
-            ray.shutdown()
+        results = distill_layer(self.parent(), layer, modules, self.data()["distill"], context, self.s.distill_steps,
+                                self.s.distill_lr, self.s.distill_batch, self.s.seed + layer)
+        for (part, variant), (before, after) in results.items():
+            module = modules[(part, variant)][1]
+            _save(self.subblock_path("distilled", layer, part, variant), {k: v.detach().cpu() for k, v in module.state_dict().items()},
+                  {"layer": layer, "part": part, "variant": variant.name, "nmse_init": before, "nmse_distilled": after})
+        return len(missing)
 
     def subblock_weights(self, layer: int, part: str, variant) -> dict[str, torch.Tensor]:
         if self.is_parent_variant(part, variant):
@@ -270,7 +284,7 @@ class Pipeline:
             for part, variant in (("attention", a), ("ffn", f)):
                 state.update({f"model.layers.{layer}.{k}": v for k, v in self.subblock_weights(layer, part, variant).items()})
         child.load_state_dict(state, strict=True)
-        return child.eval()
+        return child.eval().to(self.s.device)
 
     def menu_pairs(self):
         self.parent()
@@ -329,7 +343,8 @@ class Pipeline:
                            "latency_s": cost_model.decode_latency(params, kind if part == "attention" else "ffn", config.num_attention_heads, head_dim, kv, self.s.batch, self.s.sequence, hardware)}
                     if self.s.measure_latency:
                         context = AttentionContext(parent.model, self.s.sequence_length)
-                        probe = torch.randn(self.s.distill_batch, self.s.sequence_length, config.hidden_size)
+                        probe = torch.randn(self.s.distill_batch, self.s.sequence_length, config.hidden_size, device=self.s.device)
+                        module = module.to(self.s.device)
                         row["measured_latency_s"] = cost_model.measured_latency(lambda x: run_subblock(module, part, x, context), probe) if kind != "no_op" else 0.0
                     rows.append(row)
             self.log(f"score: layer {layer + 1}/{layers}")
@@ -457,7 +472,7 @@ class Pipeline:
         if self.s.check_engines:
             from reasonrl.plugins.puzzle.engines import compare, write_probe
 
-            write_probe(target, self.data()["heldout"][:2])
+            write_probe(target, self.data()["heldout"][:2].cpu())
             for engine in ("megatron", "vllm") if engines["vllm"] else ("megatron",):
                 engines[f"{engine}_max_logprob_diff"] = compare(engine, target)
                 self.log(f"export: {engine} runs the child; largest |Δ log p| vs transformers {engines[f'{engine}_max_logprob_diff']:.2e}")
@@ -481,7 +496,8 @@ class Pipeline:
             for i, layer_state in enumerate(new_states):
                 state.update({f"model.layers.{i}.{k}": v for k, v in layer_state.items()})
             fused.load_state_dict(state, strict=True)
-            fused.eval().save_pretrained(self.run_dir / "child_fused")
+            fused = fused.eval().to(self.s.device)
+            fused.save_pretrained(self.run_dir / "child_fused")
             probe = self.data()["heldout"]
             report.update(fused_depth=len(new_blocks), child=result["child"], fused=self.evaluate(fused, self.parent_logits()),
                           child_forward_s=cost_model.measured_latency(lambda x: child(input_ids=x), probe),
@@ -496,10 +512,8 @@ class Pipeline:
             getattr(self, "stage_" + stage.replace("-", "_"))()
 
 
-def _distill_task(run_dir: str, settings: PuzzleSettings, layer: int, part: str, variant, acts: Activations) -> None:
-    pipeline = Pipeline(settings, Path(run_dir), log=lambda _m: None)
-    context = AttentionContext(pipeline.parent().model, settings.sequence_length)
-    pipeline._distill_one(layer, part, variant, acts, context)
+def _distill_layer_task(run_dir: str, settings: PuzzleSettings, layer: int) -> int:
+    return Pipeline(settings, Path(run_dir), log=lambda _m: None).distill_layer(layer)
 
 
 def check_llama_parent(path: str) -> None:

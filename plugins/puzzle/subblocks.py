@@ -57,9 +57,9 @@ class AttentionContext:
         self._cache: dict = {}
 
     def __call__(self, hidden: torch.Tensor) -> dict:
-        key = (hidden.shape[0], hidden.shape[1], hidden.dtype)
+        key = (hidden.shape[0], hidden.shape[1], hidden.dtype, hidden.device)
         if key not in self._cache:
-            position_ids = torch.arange(hidden.shape[1]).unsqueeze(0)
+            position_ids = torch.arange(hidden.shape[1], device=hidden.device).unsqueeze(0)
             mask = create_causal_mask(config=self.model.config, inputs_embeds=hidden, attention_mask=None, past_key_values=None, position_ids=position_ids)
             self._cache[key] = {"position_embeddings": self.model.rotary_emb(hidden, position_ids=position_ids), "attention_mask": mask, "position_ids": position_ids}
         return self._cache[key]
