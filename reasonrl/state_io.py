@@ -48,7 +48,10 @@ def _split(state: dict) -> tuple[str, list[np.ndarray]]:
 
 def digest(state: dict) -> str:
     """sha256 over the structure, scalars, and every array's dtype, shape and bytes."""
-    meta, arrays = _split(state)
+    return _digest(*_split(state))
+
+
+def _digest(meta: str, arrays: list[np.ndarray]) -> str:
     h = hashlib.sha256(meta.encode())
     for array in arrays:
         array = np.ascontiguousarray(array)
@@ -67,7 +70,7 @@ def save_state(path: str | os.PathLike, state: dict) -> str:
     partial = path.with_name(path.name + ".partial")
     partial.write_bytes(buffer.getvalue())
     os.replace(partial, path)
-    return digest(state)
+    return _digest(meta, arrays)
 
 
 def load_state(path: str | os.PathLike) -> dict:

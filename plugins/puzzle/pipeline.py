@@ -18,7 +18,7 @@ import torch
 from reasonrl.plugins.puzzle import costs as cost_model
 from reasonrl.plugins.puzzle.distill import distill_layer, layer_activations
 from reasonrl.plugins.puzzle.library import AttentionVariant, FfnVariant, Menu, block_config, ffn_channel_importance, least_squares, merge_kv_heads, prune_ffn
-from reasonrl.plugins.puzzle.subblocks import AttentionContext, nas_config, run_subblock, subblock, subblock_state
+from reasonrl.plugins.puzzle.subblocks import AttentionContext, build_model, run_subblock, split_layers, subblock, subblock_state
 
 PARTS = ("attention", "ffn")
 
@@ -124,17 +124,13 @@ class Pipeline:
         if self._parent is None:
             from transformers import LlamaForCausalLM
 
-            from reasonrl.plugins.puzzle.model import DeciLMForCausalLM
-
             llama = LlamaForCausalLM.from_pretrained(self.parent_path(), torch_dtype=torch.float32)
             self.parent_config = llama.config
             self.parent_config._attn_implementation = "sdpa"
             self.menu = Menu.from_config(self.s.menu, llama.config)
             parent_blocks = [block_config(AttentionVariant("attention", llama.config.num_key_value_heads), FfnVariant("ffn", llama.config.intermediate_size),
                                           llama.config.num_attention_heads, llama.config.hidden_size)] * llama.config.num_hidden_layers
-            model = DeciLMForCausalLM(nas_config(llama.config, parent_blocks))
-            model.load_state_dict(llama.state_dict(), strict=True)
-            self._parent = model.eval().to(self.s.device)
+            self._parent = build_model(llama.config, parent_blocks, *split_layers(llama.state_dict(), llama.config.num_hidden_layers)).to(self.s.device)
         return self._parent
 
     def data(self) -> dict[str, torch.Tensor]:
@@ -274,17 +270,11 @@ class Pipeline:
     # ---------------------------------------------------------------- scoring
     def assemble(self, choice: list[tuple[Any, Any]]):
         """The child for one (attention, FFN) variant pair per layer, weights from the library."""
-        from reasonrl.plugins.puzzle.model import DeciLMForCausalLM
-
         config = self.parent_config
         blocks = [block_config(a, f, config.num_attention_heads, config.hidden_size) for a, f in choice]
-        child = DeciLMForCausalLM(nas_config(config, blocks))
-        state = {k: v for k, v in self.parent().state_dict().items() if not k.startswith("model.layers.")}
-        for layer, (a, f) in enumerate(choice):
-            for part, variant in (("attention", a), ("ffn", f)):
-                state.update({f"model.layers.{layer}.{k}": v for k, v in self.subblock_weights(layer, part, variant).items()})
-        child.load_state_dict(state, strict=True)
-        return child.eval().to(self.s.device)
+        base, _ = split_layers(self.parent().state_dict(), len(choice))
+        layer_states = [{**self.subblock_weights(layer, "attention", a), **self.subblock_weights(layer, "ffn", f)} for layer, (a, f) in enumerate(choice)]
+        return build_model(config, blocks, base, layer_states).to(self.s.device)
 
     def menu_pairs(self):
         self.parent()
@@ -325,6 +315,20 @@ class Pipeline:
         hardware = cost_model.Hardware(**self.s.hardware)
         reference = self.parent_logits()
         base = self.evaluate(parent, reference)
+        # resource costs depend on the variant's shape only: once per variant, not per layer
+        resource_costs = {}
+        context = AttentionContext(parent.model, self.s.sequence_length)
+        probe = torch.randn(self.s.distill_batch, self.s.sequence_length, config.hidden_size, device=self.s.device)
+        for part in PARTS:
+            for variant in self.variants(part):
+                module = subblock(config, part, variant).to(self.s.device)
+                params, kind = cost_model.parameters(module), variant.kind
+                kv = cost_model.kv_cache_bytes(kind, getattr(variant, "kv_heads", None), head_dim, self.s.batch, self.s.sequence, hardware.dtype_bytes) if part == "attention" else 0
+                costs = {"params": params, "kv_bytes": kv,
+                         "latency_s": cost_model.decode_latency(params, kind if part == "attention" else "ffn", config.num_attention_heads, head_dim, kv, self.s.batch, self.s.sequence, hardware)}
+                if self.s.measure_latency:
+                    costs["measured_latency_s"] = cost_model.measured_latency(lambda x, m=module, p=part: run_subblock(m, p, x, context), probe) if kind != "no_op" else 0.0
+                resource_costs[(part, variant)] = costs
         rows = []
         layers = len(parent.model.layers)
         for layer in range(layers):
@@ -334,19 +338,8 @@ class Pipeline:
                     a, f = choice[layer]
                     choice[layer] = (variant, f) if part == "attention" else (a, variant)
                     metrics = {"kl": 0.0, "lm_loss": base["lm_loss"]} if self.is_parent_variant(part, variant) else self.evaluate(self.assemble(choice), reference)
-                    module = subblock(config, part, variant)
-                    params = cost_model.parameters(module)
-                    kind = variant.kind
-                    kv = cost_model.kv_cache_bytes(kind, getattr(variant, "kv_heads", None), head_dim, self.s.batch, self.s.sequence, hardware.dtype_bytes) if part == "attention" else 0
-                    row = {"layer": layer, "part": part, "variant": variant.name, "kl": metrics["kl"], "lm_loss": metrics["lm_loss"],
-                           "lm_loss_delta": metrics["lm_loss"] - base["lm_loss"], "params": params, "kv_bytes": kv,
-                           "latency_s": cost_model.decode_latency(params, kind if part == "attention" else "ffn", config.num_attention_heads, head_dim, kv, self.s.batch, self.s.sequence, hardware)}
-                    if self.s.measure_latency:
-                        context = AttentionContext(parent.model, self.s.sequence_length)
-                        probe = torch.randn(self.s.distill_batch, self.s.sequence_length, config.hidden_size, device=self.s.device)
-                        module = module.to(self.s.device)
-                        row["measured_latency_s"] = cost_model.measured_latency(lambda x: run_subblock(module, part, x, context), probe) if kind != "no_op" else 0.0
-                    rows.append(row)
+                    rows.append({"layer": layer, "part": part, "variant": variant.name, "kl": metrics["kl"], "lm_loss": metrics["lm_loss"],
+                                 "lm_loss_delta": metrics["lm_loss"] - base["lm_loss"], **resource_costs[(part, variant)]})
             self.log(f"score: layer {layer + 1}/{layers}")
         pd.DataFrame(rows).to_parquet(path)
         (self.run_dir / "parent_metrics.json").write_text(json.dumps(base))
@@ -468,7 +461,8 @@ class Pipeline:
         child.save_pretrained(target)
         from reasonrl.plugins.puzzle.model import vllm_unsupported
 
-        engines = {"transformers": True, "megatron_core": True, "vllm": not vllm_unsupported(child.config.block_configs), "vllm_problems": vllm_unsupported(child.config.block_configs)}
+        problems = vllm_unsupported(child.config.block_configs)
+        engines = {"transformers": True, "megatron_core": True, "vllm": not problems, "vllm_problems": problems}
         if self.s.check_engines:
             from reasonrl.plugins.puzzle.engines import compare, write_probe
 
@@ -483,20 +477,14 @@ class Pipeline:
 
     def export_fused(self, child, result: dict) -> None:
         from reasonrl.plugins.puzzle.fusion import fuse, fusable_runs
-        from reasonrl.plugins.puzzle.model import DeciLMForCausalLM
 
         blocks = child.config.block_configs
         runs = fusable_runs(blocks)
         report = {"runs": runs, "depth": len(blocks)}
         if runs:
-            states = [{k.split(".", 3)[3]: v for k, v in child.state_dict().items() if k.startswith(f"model.layers.{i}.")} for i in range(len(blocks))]
+            base, states = split_layers(child.state_dict(), len(blocks))
             new_blocks, new_states = fuse(blocks, states, child.config.hidden_size)
-            fused = DeciLMForCausalLM(nas_config(self.parent_config, new_blocks))
-            state = {k: v for k, v in child.state_dict().items() if not k.startswith("model.layers.")}
-            for i, layer_state in enumerate(new_states):
-                state.update({f"model.layers.{i}.{k}": v for k, v in layer_state.items()})
-            fused.load_state_dict(state, strict=True)
-            fused = fused.eval().to(self.s.device)
+            fused = build_model(self.parent_config, new_blocks, base, new_states).to(self.s.device)
             fused.save_pretrained(self.run_dir / "child_fused")
             probe = self.data()["heldout"]
             report.update(fused_depth=len(new_blocks), child=result["child"], fused=self.evaluate(fused, self.parent_logits()),

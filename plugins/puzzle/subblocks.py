@@ -16,7 +16,7 @@ from transformers.masking_utils import create_causal_mask
 
 from reasonrl.plugins.puzzle.block_config import AttentionConfig, BlockConfig, FFNConfig
 from reasonrl.plugins.puzzle.library import AttentionVariant, FfnVariant, block_config
-from reasonrl.plugins.puzzle.model import NasDecoderLayer, NemotronNasConfig
+from reasonrl.plugins.puzzle.model import DeciLMForCausalLM, NasDecoderLayer, NemotronNasConfig
 
 NO_ATTENTION = AttentionConfig(no_op=True)
 NO_FFN = FFNConfig(no_op=True)
@@ -31,6 +31,28 @@ def nas_config(parent_config, blocks: list[BlockConfig]) -> NemotronNasConfig:
     config = NemotronNasConfig(block_configs=blocks, **values)
     config._attn_implementation = getattr(parent_config, "_attn_implementation", None) or "sdpa"
     return config
+
+
+def split_layers(state: dict[str, torch.Tensor], layers: int) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]]]:
+    """A model's state dict as (what lies outside the layers, one dict per layer with names
+    relative to the layer)."""
+    base = {k: v for k, v in state.items() if not k.startswith("model.layers.")}
+    per_layer: list[dict[str, torch.Tensor]] = [{} for _ in range(layers)]
+    for key, value in state.items():
+        if key.startswith("model.layers."):
+            index, name = key.removeprefix("model.layers.").split(".", 1)
+            per_layer[int(index)][name] = value
+    return base, per_layer
+
+
+def build_model(parent_config, blocks: list[BlockConfig], base: dict[str, torch.Tensor], layer_states: list[dict[str, torch.Tensor]]) -> DeciLMForCausalLM:
+    """The heterogeneous model of ``blocks`` with these weights (every one must be given)."""
+    model = DeciLMForCausalLM(nas_config(parent_config, blocks))
+    state = dict(base)
+    for index, layer_state in enumerate(layer_states):
+        state.update({f"model.layers.{index}.{k}": v for k, v in layer_state.items()})
+    model.load_state_dict(state, strict=True)
+    return model.eval()
 
 
 def subblock(parent_config, part: str, variant) -> NasDecoderLayer:

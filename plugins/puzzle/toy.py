@@ -10,6 +10,8 @@ exported ``block_configs`` can express); hidden 128, 4 heads of 32, 4 KV heads.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 SYMBOLS = 24
@@ -17,13 +19,14 @@ VOCAB = SYMBOLS + 3  # + pad (0), bos (1), eos (2)
 CHAIN_SEED = 1234
 
 
+@functools.lru_cache(maxsize=None)
 def transition_table(seed: int = CHAIN_SEED) -> torch.Tensor:
-    """P(next | previous two) for every pair of symbols: SYMBOLS² × SYMBOLS, sparse rows."""
-    generator = torch.Generator().manual_seed(seed)
-    gamma = torch.distributions.Gamma(torch.full((SYMBOLS * SYMBOLS, SYMBOLS), 0.1), torch.ones(1))
-    torch.manual_seed(seed)
-    weights = gamma.sample() + 1e-6
-    del generator
+    """P(next | previous two) for every pair of symbols: SYMBOLS² × SYMBOLS, sparse rows.
+    Computed once per seed (read-only); torch's Gamma sampler takes no generator, so it runs
+    on the global one, seeded inside ``fork_rng`` and left as the caller had it."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        weights = torch.distributions.Gamma(torch.full((SYMBOLS * SYMBOLS, SYMBOLS), 0.1), torch.ones(1)).sample() + 1e-6
     return weights / weights.sum(-1, keepdim=True)
 
 

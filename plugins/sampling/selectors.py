@@ -20,6 +20,14 @@ class EmptyPool(RuntimeError):
     """No active prompt is left to draw (everything filtered or in the easy pool)."""
 
 
+def active_positions(active: np.ndarray) -> np.ndarray:
+    """The active prompts; EmptyPool when there are none."""
+    positions = np.flatnonzero(active)
+    if len(positions) == 0:
+        raise EmptyPool("no active prompt left: every prompt is filtered out or in the easy pool")
+    return positions
+
+
 class Selector:
     centre: float | None = None  # curriculum position for the metrics (None: no curriculum)
 
@@ -100,9 +108,7 @@ class UniformEpochs(Selector):
         return pool.pop_random(min(count, len(pool)), self.rng)
 
     def _new_epoch(self) -> None:
-        fresh = np.flatnonzero(self.eligible())
-        if len(fresh) == 0:
-            raise EmptyPool("no active prompt left: every prompt is filtered out or in the easy pool")
+        fresh = active_positions(self.eligible())
         self.epoch += 1
         self.left.add(fresh, assume_unique=True)
 
@@ -184,15 +190,16 @@ class Prioritized(Selector):
         self.stats = stats
         self.unseen_success, self.smoothing, self.min_priority = unseen_success, smoothing, min_priority
         self.tree = SumTree(len(active))
-        unseen = max(1.0 - unseen_success, min_priority)
-        self.tree.set_all(np.where(active, unseen, 0.0))
+        self._refresh_all()
+
+    def _refresh_all(self) -> None:
+        """Every weight from the outcome record: the tree is derived state, never stored."""
+        self.tree.set_all(self.priority(np.arange(len(self.active))))
 
     def success_rate(self, attempts: np.ndarray, successes: np.ndarray) -> np.ndarray:
         prior = self.smoothing * self.unseen_success
         denominator = attempts + self.smoothing
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rate = np.where(denominator > 0, (successes + prior) / np.where(denominator > 0, denominator, 1), self.unseen_success)
-        return rate
+        return np.where(denominator > 0, (successes + prior) / np.where(denominator > 0, denominator, 1), self.unseen_success)
 
     def priority(self, positions: np.ndarray) -> np.ndarray:
         rate = self.success_rate(self.stats.attempts[positions], self.stats.successes[positions])
@@ -200,21 +207,16 @@ class Prioritized(Selector):
 
     def draw(self, count: int, refill: bool) -> np.ndarray:
         if count and self.tree.total <= 0:
-            if not self.active.any():
-                raise EmptyPool("no active prompt left: every prompt is filtered out or in the easy pool")
-            return self.rng.choice(np.flatnonzero(self.active), size=count)  # all solved: uniform
+            return self.rng.choice(active_positions(self.active), size=count)  # all solved: uniform
         return self.tree.draw(count, self.rng)
 
     def observe(self, positions: np.ndarray) -> None:
         self.tree.set(positions, self.priority(positions))
 
 
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "weights": self.tree.weights()}
-
     def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        self.tree.set_all(np.asarray(state["weights"], dtype=np.float64))
+        super().load_state_dict(state)  # the sampler restores its outcome record first
+        self._refresh_all()
 
 
 class GaussianCurriculum(Selector):
@@ -285,9 +287,7 @@ class GaussianCurriculum(Selector):
         return self.rng.permutation(np.concatenate(parts))
 
     def _new_epoch(self) -> None:
-        fresh = np.flatnonzero(self.active)
-        if len(fresh) == 0:
-            raise EmptyPool("no active prompt left: every prompt is filtered out or in the easy pool")
+        fresh = active_positions(self.active)
         self.epoch += 1
         for pool, members in self._by_bin(fresh):
             pool.add(members, assume_unique=True)

@@ -8,6 +8,7 @@ several places, so the instance reports ``sync`` — and calls every
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 TRAINER_MODE = "reasonrl_sync"
@@ -59,6 +60,4 @@ def single_prompt_source(callbacks: list[tuple[str, Any]]) -> Any:
 
 def callback_state_path(checkpoint_folder: str, name: str) -> str:
     """Where a callback's state lives inside verl's ``global_step_<n>`` folder."""
-    import os
-
     return os.path.join(checkpoint_folder, "reasonrl", f"{name}.npz")

@@ -12,7 +12,7 @@ from reasonrl.plugins.puzzle.block_config import BlockConfigError, ffn_mult_for,
 from reasonrl.plugins.puzzle.fusion import fusable_runs, fuse, parallel_run_output
 from reasonrl.plugins.puzzle.library import AttentionVariant, FfnVariant, block_config
 from reasonrl.plugins.puzzle.model import DeciLMForCausalLM, register_with_transformers
-from reasonrl.plugins.puzzle.subblocks import nas_config
+from reasonrl.plugins.puzzle.subblocks import build_model, nas_config, split_layers
 
 BASE = dict(vocab_size=40, hidden_size=128, num_attention_heads=4, num_hidden_layers=4, max_position_embeddings=64, rms_norm_eps=1e-5)
 
@@ -86,12 +86,10 @@ def test_ffn_fusion_equals_the_parallel_run_exactly():
         for name, tensor in child.named_parameters():
             tensor.copy_(torch.randn_like(tensor) * 0.05 + (1.0 if "layernorm" in name else 0.0))
     assert fusable_runs(chosen) == [(1, 4)]
-    states = [{k.split(".", 3)[3]: v for k, v in child.state_dict().items() if k.startswith(f"model.layers.{i}.")} for i in range(4)]
+    base, states = split_layers(child.state_dict(), 4)
     new_blocks, new_states = fuse(chosen, states, 128)
     assert len(new_blocks) == 2 and intermediate_size(new_blocks[1].ffn.ffn_mult, 128) == 1280
-    fused = DeciLMForCausalLM(nas_config(parent.config, new_blocks)).eval()
-    fused.load_state_dict({**{k: v for k, v in child.state_dict().items() if not k.startswith("model.layers.")},
-                           **{f"model.layers.{i}.{k}": v for i, s in enumerate(new_states) for k, v in s.items()}}, strict=True)
+    fused = build_model(parent.config, new_blocks, base, new_states)
     hidden = torch.randn(2, 10, 128)
     with torch.no_grad():
         expected = parallel_run_output(child.model.layers[1:4], hidden)
