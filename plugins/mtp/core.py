@@ -34,18 +34,25 @@ class RMSNorm(nn.Module):
 
 
 class MTPLayer(nn.Module):
-    """One depth: norms, the 2H → H projection, one decoder block, the output norm."""
+    """One depth, with MiMo's checkpoint names: ``token_layernorm``, ``hidden_layernorm``,
+    ``input_proj``, ``final_layernorm`` and the decoder block's own modules (``self_attn``,
+    ``mlp``, ``input_layernorm``, ...) at the same level, as in ``model.mtp_layers.{k}.*``.
+    The block keeps working as one module; its children are shared, not copied."""
 
     def __init__(self, hidden_size: int, block: nn.Module, eps: float = 1e-6):
         super().__init__()
-        self.hidden_norm = RMSNorm(hidden_size, eps)
-        self.token_norm = RMSNorm(hidden_size, eps)
-        self.proj = nn.Linear(2 * hidden_size, hidden_size, bias=False)
-        self.block = block
-        self.final_norm = RMSNorm(hidden_size, eps)
+        if list(block.parameters(recurse=False)):
+            raise ValueError("the decoder block must keep its parameters in submodules")
+        self.token_layernorm = RMSNorm(hidden_size, eps)
+        self.hidden_layernorm = RMSNorm(hidden_size, eps)
+        self.input_proj = nn.Linear(2 * hidden_size, hidden_size, bias=False)
+        self.final_layernorm = RMSNorm(hidden_size, eps)
+        for name, child in block.named_children():
+            self.add_module(name, child)
+        self.__dict__["block"] = block  # not registered: its parameters are already ours
 
     def forward(self, previous: torch.Tensor, next_token_embeddings: torch.Tensor, **block_kwargs) -> torch.Tensor:
-        combined = self.proj(torch.cat([self.hidden_norm(previous), self.token_norm(next_token_embeddings)], dim=-1))
+        combined = self.input_proj(torch.cat([self.hidden_layernorm(previous), self.token_layernorm(next_token_embeddings)], dim=-1))
         output = self.block(combined, **block_kwargs)
         return output[0] if isinstance(output, tuple) else output
 
@@ -67,7 +74,7 @@ def mtp_forward(layers: nn.ModuleList, main_hidden: torch.Tensor, input_ids: tor
     for depth, layer in enumerate(layers, start=1):
         shifted = torch.roll(input_ids, shifts=-depth, dims=1)  # t_{i+k}
         hidden = layer(previous, embed(shifted), **block_kwargs)
-        logits = head(layer.final_norm(hidden))
+        logits = head(layer.final_layernorm(hidden))
         targets = torch.roll(input_ids, shifts=-(depth + 1), dims=1)  # t_{i+k+1}
         valid = (positions < length - depth - 1).expand(batch, length)
         if loss_mask is not None:

@@ -40,9 +40,9 @@ def reference_mtp_losses(layers, main_hidden, tokens, embed, head):
     length = tokens.shape[1]
     for k, layer in enumerate(layers, start=1):
         keep = length - k  # positions with a token t_{i+k}
-        combined = torch.cat([reference_rms(previous[:, :keep], layer.hidden_norm.weight), reference_rms(embed(tokens[:, k:k + keep]), layer.token_norm.weight)], -1)
-        hidden = layer.block(combined @ layer.proj.weight.T)
-        logits = head(reference_rms(hidden, layer.final_norm.weight))
+        combined = torch.cat([reference_rms(previous[:, :keep], layer.hidden_layernorm.weight), reference_rms(embed(tokens[:, k:k + keep]), layer.token_layernorm.weight)], -1)
+        hidden = layer.block(combined @ layer.input_proj.weight.T)
+        logits = head(reference_rms(hidden, layer.final_layernorm.weight))
         log_probs = torch.log_softmax(logits, -1)
         terms = [-log_probs[b, i, tokens[b, i + k + 1]] for b in range(tokens.shape[0]) for i in range(length - k - 1)]
         losses.append(torch.stack(terms).mean())
@@ -57,7 +57,7 @@ def test_mtp_equals_the_equations(depth):
     layers = nn.ModuleList([MTPLayer(H, CausalBlock()) for _ in range(depth)])
     with torch.no_grad():
         for layer in layers:
-            for norm in (layer.hidden_norm, layer.token_norm, layer.final_norm):
+            for norm in (layer.hidden_layernorm, layer.token_layernorm, layer.final_layernorm):
                 norm.weight.uniform_(0.5, 1.5)
     tokens = torch.randint(0, V, (3, 12))
     main_hidden = torch.randn(3, 12, H)
@@ -76,7 +76,7 @@ def test_gradients_reach_the_mtp_layers_and_the_shared_head():
     layers = nn.ModuleList([MTPLayer(H, CausalBlock()) for _ in range(2)])
     out = mtp_forward(layers, torch.randn(2, 8, H), torch.randint(0, V, (2, 8)), embed, head)
     total_loss(torch.tensor(0.0), out.losses, 0.1).backward()
-    assert layers[1].proj.weight.grad.abs().sum() > 0 and head.weight.grad.abs().sum() > 0 and embed.weight.grad.abs().sum() > 0
+    assert layers[1].input_proj.weight.grad.abs().sum() > 0 and head.weight.grad.abs().sum() > 0 and embed.weight.grad.abs().sum() > 0
 
 
 def test_weight_schedule_switches_exactly_at_its_boundary():
@@ -87,3 +87,9 @@ def test_weight_schedule_switches_exactly_at_its_boundary():
         WeightSchedule(initial=-0.1)
     with pytest.raises(ValueError, match="must be >= 0"):
         total_loss(torch.tensor(1.0), [torch.tensor(1.0)], -1.0)
+
+
+def test_layer_names_follow_mimos_checkpoint_layout():
+    names = set(MTPLayer(H, CausalBlock()).state_dict())
+    assert {"token_layernorm.weight", "hidden_layernorm.weight", "input_proj.weight", "final_layernorm.weight"} <= names
+    assert "attention.in_proj_weight" in names and not any(name.startswith("block.") for name in names)
