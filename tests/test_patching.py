@@ -77,3 +77,15 @@ def test_bridge_applies_its_trigger_and_reports_refusals(isolated_plugins, capsy
     assert apply_patches_for("verl") == {"for-verl": "applied", "too-new": "refused"}
     assert calls == [1] and patch_status("for-vllm") == "pending"
     assert "too-new" in capsys.readouterr().err
+
+
+def test_cpu_spec_decode_expand_repeats_each_request_value_and_replaces():
+    import torch
+
+    from patches.vllm_cpu_spec_decode_expand import expand_batch_to_tokens
+
+    temperatures = torch.tensor([1.0, 0.7, -1.0])
+    expanded = expand_batch_to_tokens(temperatures, torch.tensor([1, 3, 4], dtype=torch.int32), 4, replace_from=-1, replace_to=1)
+    assert expanded.tolist() == [1.0, 0.699999988079071, 0.699999988079071, 1.0] and expanded.dtype == torch.float32
+    top_k = expand_batch_to_tokens(torch.tensor([5, 0]), torch.tensor([2, 2]), 2)
+    assert top_k.tolist() == [5, 5]
