@@ -1,16 +1,74 @@
 """mtp: multi-token prediction (MiMo §2.2, after DeepSeek-V3; SPEC §5).
 
-In progress (issue 9): the framework-free MTP module, its loss and MiMo's λ schedule
-(``core.py``). Still to come: the Hugging Face attachment and MiMo checkpoint layout, the verl
-SFT/RL integration and megatron-core's own MTP mapping, replication, vLLM drafting, the bench.
+Framework-free module, loss and λ schedule (``core.py``); attachment to Hugging Face models and
+MiMo's checkpoint class (``hf_model.py``: registered with transformers in verl's and vLLM's
+processes); training, replication and acceptance (``training.py``, ``reasonrl mtp``); the vLLM
+multi-layer drafter (``vllm_drafter.py``); knobs mapped onto verl's own MTP config
+(``config.py``) and megatron-core's (``megatron_adapter.py``); ``reasonrl bench mtp``.
 """
 
 from __future__ import annotations
 
-from reasonrl.contracts import PluginInfo
+from reasonrl.contracts import PluginInfo, Registration
 from reasonrl.hookspecs import hookimpl
+
+
+def _register_model() -> None:
+    from reasonrl.plugins.mtp.hf_model import register_with_transformers
+
+    register_with_transformers()
+
+
+def _register_drafter() -> None:
+    from reasonrl.plugins.mtp.vllm_drafter import register_with_vllm
+
+    register_with_vllm()
 
 
 @hookimpl
 def reasonrl_plugin_info() -> PluginInfo:
-    return PluginInfo(name="mtp", summary="multi-token prediction: MTP module and loss with MiMo's λ schedule (in progress)", reports=("MiMo §2.2",))
+    return PluginInfo(name="mtp", summary="multi-token prediction: MTP loss + λ schedule, MiMo checkpoint class, replication, multi-layer vLLM drafter", reports=("MiMo §2.2",))
+
+
+@hookimpl
+def reasonrl_verl_registrations() -> list[Registration]:
+    # verl's FSDP engine loads models through transformers' Auto classes
+    return [Registration("verl", "transformers_model", "mimo", _register_model, "AutoModelForCausalLM['mimo'] = MiMoForCausalLM")]
+
+
+@hookimpl
+def reasonrl_vllm_registrations() -> list[Registration]:
+    return [
+        # vLLM has MiMoForCausalLM but reads the config through transformers' AutoConfig
+        Registration("vllm", "transformers_config", "mimo", _register_model, "AutoConfig['mimo'] = MiMoConfig"),
+        # vLLM's MiMoMTP drafts with layer 0 only (asserts spec_step_idx == 0)
+        Registration("vllm", "model", "MiMoMTPModel", _register_drafter, "MiMoMTPModel = reasonrl MiMoMultiLayerMTP (layer k drafts token k)"),
+    ]
+
+
+@hookimpl
+def reasonrl_config_groups():
+    from reasonrl.plugins.mtp.config import MTP_GROUP
+
+    return [MTP_GROUP]
+
+
+@hookimpl
+def reasonrl_check_config(config) -> None:
+    from reasonrl.plugins.mtp.config import check_run
+
+    check_run(config)
+
+
+@hookimpl
+def reasonrl_cli_commands():
+    from reasonrl.plugins.mtp.cli import MTP_COMMAND
+
+    return [MTP_COMMAND]
+
+
+@hookimpl
+def reasonrl_benchmarks():
+    from reasonrl.plugins.mtp.bench import BENCHMARK
+
+    return [BENCHMARK]

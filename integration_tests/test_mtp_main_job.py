@@ -1,0 +1,50 @@
+"""One step of the CPU main job with MTP on (issue 9): the smoke model in MiMo's layout with one
+MTP layer (``reasonrl mtp attach``: trained on the task's sequences, main model frozen), the mimo
+recipe with ``+reasonrl/mtp=mimo`` — verl's FSDP actor loads the registered MiMo class, vLLM
+drafts with the MTP layer in rollout, the MTP layer stays frozen and is saved with the run."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from safetensors.torch import load_file
+from transformers import AutoTokenizer
+
+from reasonrl.plugins.mtp.cli import attach_checkpoint
+from reasonrl.smoke.arithmetic import make_problems
+from reasonrl.smoke.prepare import prepare
+from reasonrl.testing.cpu_runs import assert_steps_trained, launch_metrics, run_to_end, tail, train_args
+
+
+def smoke_mimo(tmp_path):
+    source = prepare() / "model"
+    tokenizer = AutoTokenizer.from_pretrained(source)
+
+    def rows(count, seed):
+        return [tokenizer(p.prompt)["input_ids"] + tokenizer(p.answer)["input_ids"] + [tokenizer.eos_token_id] for p in make_problems(count, seed=seed, max_operand=99)]
+
+    for name, data in (("train", rows(4000, 11)), ("held_out", rows(300, 12))):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"input_ids": row}) + "\n" for row in data))
+    attach_checkpoint(source, 1, tmp_path / "train.jsonl", tmp_path / "held_out.jsonl", tmp_path / "model", steps=300, log=lambda line: None)
+    return tmp_path / "model"
+
+
+def test_one_main_job_step_with_frozen_mtp_layers_drafting_in_rollout(tmp_path, run_tag):
+    model = smoke_mimo(tmp_path)
+    run_dir, log = tmp_path / "run", tmp_path / "train.log"
+    overrides = ["+reasonrl/mtp=mimo", f"actor_rollout_ref.model.path={model}", "trainer.total_training_steps=1", "trainer.val_before_train=false", "trainer.test_freq=-1"]
+    result = run_to_end(train_args("mimo", run_dir, *overrides), run_tag, log)
+    assert result.returncode == 0, tail(log)
+    (steps,) = launch_metrics(run_dir)
+    assert_steps_trained(steps, range(1, 2), log)
+    text = log.read_text(errors="replace")
+    assert "speculative_config=SpeculativeConfig(method='mtp'" in text and "num_spec_tokens=1" in text, tail(log)
+    assert "reasonrl MiMoMultiLayerMTP: drafting with 1 MTP layer(s)" in text, tail(log)
+    before = load_file(model / "model.safetensors")
+    after = torch.load(run_dir / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False)
+    full = {name: (tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor) for name, tensor in after.items()}
+    mtp_names = [name for name in full if ".mtp_layers." in name]
+    assert len(mtp_names) == len([name for name in before if ".mtp_layers." in name]) > 0
+    assert all(torch.equal(full[name], before[name]) for name in mtp_names)  # frozen (MiMo RL)
+    assert any(not torch.equal(full[name], before[name]) for name in full if ".mtp_layers." not in name)  # the policy trained

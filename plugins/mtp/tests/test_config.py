@@ -1,0 +1,52 @@
+"""Start-up checks of ``reasonrl.mtp`` on composed configs: each bad input names its key."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from omegaconf import OmegaConf
+
+from reasonrl.config import ConfigError
+from reasonrl.plugins.mtp.config import check_run
+
+
+def run_config(tmp_path, layers, **mtp):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "mimo", "num_nextn_predict_layers": layers}))
+    settings = {"enable": True, "train": False, "drafting": True, "num_speculative_tokens": 1, **mtp}
+    verl = {"enable": settings["enable"], "enable_train": settings["train"], "enable_rollout": settings["drafting"], "num_speculative_tokens": settings["num_speculative_tokens"]}
+    return OmegaConf.create({"reasonrl": {"mtp": settings}, "actor_rollout_ref": {"model": {"path": str(tmp_path), "mtp": verl}, "actor": {"strategy": "fsdp2"}}})
+
+
+def test_a_consistent_config_passes(tmp_path):
+    check_run(run_config(tmp_path, 3, num_speculative_tokens=3))
+    check_run(run_config(tmp_path, 3, num_speculative_tokens=1))
+
+
+@pytest.mark.parametrize("layers, mtp, key", [
+    (0, {}, "reasonrl.mtp.enable"),  # drafting requested, the checkpoint has no MTP layers
+    (1, {"num_speculative_tokens": 3}, "reasonrl.mtp.num_speculative_tokens"),  # k > available layers
+    (3, {"num_speculative_tokens": 0}, "reasonrl.mtp.num_speculative_tokens"),
+    (3, {"loss_weight": -0.1}, "reasonrl.mtp.loss_weight"),  # λ < 0
+    (3, {"later_loss_weight": -1.0}, "reasonrl.mtp.later_loss_weight"),
+    (3, {"train": True}, "reasonrl.mtp.train"),  # trained MTP layers need megatron's MTP loss
+])
+def test_bad_inputs_fail_naming_the_key(tmp_path, layers, mtp, key):
+    with pytest.raises(ConfigError) as error:
+        check_run(run_config(tmp_path, layers, **mtp))
+    assert key in str(error.value)
+
+
+def test_verl_keys_must_follow_the_knobs(tmp_path):
+    config = run_config(tmp_path, 3)
+    config.actor_rollout_ref.model.mtp.enable_rollout = False
+    with pytest.raises(ConfigError, match="actor_rollout_ref.model.mtp.enable_rollout"):
+        check_run(config)
+
+
+def test_the_hydra_option_wires_verls_mtp_keys(tmp_path):
+    from reasonrl.cli.train import compose_config
+
+    config = compose_config(["recipe=mimo", "+reasonrl/mtp=mimo", "reasonrl.mtp.num_speculative_tokens=3", "reasonrl.mtp.loss_weight=0.2"])
+    mtp = config.actor_rollout_ref.model.mtp
+    assert (mtp.enable, mtp.enable_train, mtp.enable_rollout, mtp.method, mtp.num_speculative_tokens, mtp.mtp_loss_scaling_factor) == (True, False, True, "mtp", 3, 0.2)
