@@ -1,6 +1,7 @@
 """``reasonrl bench mtp``: per-position acceptance and generation tokens/s with and without MTP
-drafting in vLLM, in one run (MiMo §2.3). Default model: the toy MiMo (``reasonrl mtp build-toy``,
-replicated to 3 layers), built once under ``$REASONRL_CACHE/mtp-toy``. Each engine runs in a fresh
+drafting in vLLM, in one run (MiMo §2.3). Default model: the toy MiMo (8 layers, hidden 128, one
+MTP layer trained with the main model, replicated to 3), built once (~4 minutes on 2 cores) under
+``$REASONRL_CACHE/mtp-toy-L8-H128``. Each engine runs in a fresh
 process; requests run one at a time (latency-bound decoding, where drafting pays)."""
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from pathlib import Path
 from reasonrl.contracts import CliCommand
 
 
-def toy_checkpoint(root: Path, layers: int = 3) -> Path:
+def toy_checkpoint(root: Path, layers: int = 3, main_layers: int = 2, hidden: int = 64) -> Path:
     from reasonrl.plugins.mtp import toy
     from reasonrl.plugins.mtp.cli import replicate_checkpoint
 
     model = root / f"model{layers}"
     if not (model / "config.json").exists():
         if not (root / "model" / "config.json").exists():
-            toy.build(root, log=lambda line: print(f"[toy] {line}", flush=True))
+            toy.build(root, main_layers=main_layers, hidden=hidden, log=lambda line: print(f"[toy] {line}", flush=True))
         replicate_checkpoint(root / "model", layers, root / "train.jsonl", root / "held_out.jsonl", model,
                              prompt_length=toy.PROMPT_LENGTH, log=lambda line: print(f"[replicate] {line}", flush=True))
     return model
@@ -64,10 +65,13 @@ def run_engine(model: Path, prompts_file: Path, k: int, max_tokens: int, concurr
 
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", type=Path, default=None, help="MiMo-layout checkpoint (default: the toy, 3 MTP layers)")
-    parser.add_argument("--prompts", type=Path, default=None, help="JSONL with input_ids (default: the toy's held-out prefixes)")
+    parser.add_argument("--prompts", type=Path, default=None, help="JSONL with input_ids (default: the toy's held-out rows)")
+    parser.add_argument("--prompt-length", type=int, default=None, help="cut each prompt to this many tokens (default with the toy: 12)")
+    parser.add_argument("--toy-main-layers", type=int, default=8, help="the toy's main-model depth (the drafter costs one layer per draft step)")
+    parser.add_argument("--toy-hidden", type=int, default=128)
     parser.add_argument("--count", type=int, default=50)
     parser.add_argument("--k", type=int, default=3, help="draft tokens (<= the checkpoint's MTP layers)")
-    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--max-tokens", type=int, default=32, help="greedy tokens per prompt (the toy trains on 48-token rows: 12 + 32 stays inside)")
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="where to write mtp_bench.json (default: the checkpoint's parent)")
 
@@ -76,10 +80,10 @@ def _run(args: argparse.Namespace) -> int:
     from reasonrl.plugins.mtp import toy
     from reasonrl.plugins.mtp.training import read_sequences
 
-    root = Path(os.environ.get("REASONRL_CACHE", Path.home() / ".cache" / "reasonrl")) / "mtp-toy"
-    model = args.checkpoint or toy_checkpoint(root, max(args.k, 1))
+    root = Path(os.environ.get("REASONRL_CACHE", Path.home() / ".cache" / "reasonrl")) / f"mtp-toy-L{args.toy_main_layers}-H{args.toy_hidden}"
+    model = args.checkpoint or toy_checkpoint(root, max(args.k, 1), args.toy_main_layers, args.toy_hidden)
     prompts_source = args.prompts or root / "held_out.jsonl"
-    length = toy.PROMPT_LENGTH if args.prompts is None else None
+    length = args.prompt_length or (toy.PROMPT_LENGTH if args.prompts is None else None)
     prompts = [row[:length] if length else row for row in read_sequences(prompts_source)][: args.count]
     out = args.out or Path(model).parent
     out.mkdir(parents=True, exist_ok=True)

@@ -70,5 +70,8 @@ def check_run(config) -> None:
     if layers is not None and k > layers:
         raise ConfigError(f"{KEY}.num_speculative_tokens", f"{k} draft tokens need {k} MTP layers (layer k drafts token k) but the checkpoint has {layers}: "
                           f"use at most {layers}, or `reasonrl mtp replicate --layers {k}` first")
+    if settings.train and settings.switch_at:
+        raise ConfigError(f"{KEY}.switch_at", "verl's megatron MTP loss keeps one λ (mtp_loss_scaling_factor = reasonrl.mtp.loss_weight) for the whole run: "
+                          "leave switch_at at 0 (the schedule applies to `reasonrl mtp` training)")
     if settings.train and k and select("actor_rollout_ref.actor.strategy") not in ("megatron",):
         raise ConfigError(f"{KEY}.train", "training the MTP layers in RL uses megatron-core's MTP loss (actor strategy megatron); with FSDP keep them frozen (MiMo does)")

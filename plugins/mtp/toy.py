@@ -28,21 +28,22 @@ def motif_sequences(count: int, seed: int, length: int = LENGTH) -> list[list[in
     return rows
 
 
-def tiny_mimo(mtp_layers: int = 1, seed: int = 0) -> MiMoForCausalLM:
+def tiny_mimo(mtp_layers: int = 1, seed: int = 0, main_layers: int = 2, hidden: int = 64) -> MiMoForCausalLM:
+    """Head dim 32 (vLLM's CPU attention needs >= 32)."""
     torch.manual_seed(seed)
-    config = MiMoConfig(num_nextn_predict_layers=mtp_layers, vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256, tie_word_embeddings=False,
+    config = MiMoConfig(num_nextn_predict_layers=mtp_layers, vocab_size=VOCAB, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=main_layers,
+                        num_attention_heads=hidden // 32, num_key_value_heads=max(hidden // 64, 1), max_position_embeddings=256, tie_word_embeddings=False,
                         bos_token_id=0, eos_token_id=1, pad_token_id=1)
     return MiMoForCausalLM(config)
 
 
-def build(out: Path, steps: int = 1500, seed: int = 0, log=print) -> Path:
+def build(out: Path, steps: int = 1500, seed: int = 0, log=print, main_layers: int = 2, hidden: int = 64) -> Path:
     """Train a tiny MiMo with one MTP layer on motif sequences (λ 0.3 → 0.1 at 3/4 of the steps),
     save it in MiMo's layout with train/held-out JSONL beside it."""
     from reasonrl.plugins.mtp.core import WeightSchedule
 
     out = Path(out)
-    model = tiny_mimo(1, seed)
+    model = tiny_mimo(1, seed, main_layers, hidden)
     sequences = motif_sequences(4096, seed)
     train(model, sequences, steps, schedule=WeightSchedule(0.3, 0.1, switch_at=steps * 3 // 4), seed=seed, log=log)
     model.save_pretrained(out / "model")

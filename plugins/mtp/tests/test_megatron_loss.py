@@ -1,0 +1,42 @@
+"""megatron-core's own MTP loss equals ours (issue 9): with mtp_num_layers = D and
+mtp_loss_scaling_factor = λ, a real GPTModel's gradients equal those of L_main + λ·(1/D)·Σ_k L^k
+(``core.total_loss``) built from the per-depth losses, and — for D = 3 — differ from the
+"λ per depth, summed" reading; megatron's own per-depth loss log equals our L^k. Each case runs
+in a fresh process (megatron needs a process group and global state)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from reasonrl.plugins.mtp.megatron_adapter import megatron_mtp_settings
+
+
+def run(depth: int, weight: float) -> dict:
+    completed = subprocess.run([sys.executable, "-m", "reasonrl.plugins.mtp.megatron_adapter", str(depth), str(weight)], capture_output=True, text=True, timeout=300)
+    line = next((line for line in completed.stdout.splitlines() if line.startswith("RESULT ")), None)
+    assert line is not None, completed.stderr[-3000:]
+    return json.loads(line[len("RESULT "):])
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_megatron_core_trains_the_same_objective(depth):
+    result = run(depth, 0.3)
+    assert result["mtp_parameters"] > 0  # gradients reach megatron's MTP layers
+    assert result["vs_ours"] < 1e-6 * max(result["grad_scale"], 1.0), result
+    assert len(result["depth_losses_ours_vs_megatron_logged"]) == depth
+    for ours, logged in result["depth_losses_ours_vs_megatron_logged"]:
+        assert abs(ours - logged) < 1e-5, result
+    if depth > 1:  # the test can tell the definitions apart
+        assert result["vs_summed"] > 1e-3 * result["grad_scale"], result
+
+
+def test_settings_validate_their_arguments():
+    assert megatron_mtp_settings(3, 0.3) == {"mtp_num_layers": 3, "mtp_loss_scaling_factor": 0.3}
+    with pytest.raises(ValueError, match="loss_weight"):
+        megatron_mtp_settings(1, -0.1)
+    with pytest.raises(ValueError, match="num_layers"):
+        megatron_mtp_settings(0, 0.1)
