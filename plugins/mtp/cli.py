@@ -32,58 +32,55 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
 
 
-def replicate_checkpoint(checkpoint: Path, layers: int, data: Path, held_out: Path, out: Path, steps: int = 300, lr: float = 3e-3,
-                         prompt_length: int = 0, seed: int = 0, log=print) -> dict:
+def _load(checkpoint: Path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from reasonrl.plugins.mtp.hf_model import register_with_transformers
-    from reasonrl.plugins.mtp.training import acceptance, read_sequences, replicate, train
 
     register_with_transformers()
-    model = AutoModelForCausalLM.from_pretrained(checkpoint)
-    if not hasattr(model.model, "mtp_layers"):
-        raise ValueError(f"{checkpoint}: not a MiMo-layout checkpoint (model_type {model.config.model_type!r})")
     try:
         tokenizer = AutoTokenizer.from_pretrained(checkpoint)
     except (OSError, ValueError):
         tokenizer = None
-    replicate(model, layers)
-    train(model, read_sequences(data, tokenizer), steps, lr=lr, train_main=False, train_depths=tuple(range(2, layers + 1)), main_in_loss=False, seed=seed, log=log)
+    return AutoModelForCausalLM.from_pretrained(checkpoint), tokenizer
+
+
+def _train_save_report(model, tokenizer, data: Path, held_out: Path, out: Path, steps: int, lr: float, prompt_length: int, seed: int, log,
+                       train_depths: tuple[int, ...] | None) -> dict:
+    """Train the chosen MTP layers on a frozen main model, save, report held-out acceptance."""
+    from reasonrl.plugins.mtp.training import acceptance, read_sequences, train
+
+    train(model, read_sequences(data, tokenizer), steps, lr=lr, train_main=False, train_depths=train_depths, main_in_loss=False, seed=seed, log=log)
     model.save_pretrained(out)
     if tokenizer is not None:
         tokenizer.save_pretrained(out)
     report = acceptance(model, read_sequences(held_out, tokenizer), prompt_length=prompt_length)
     (Path(out) / "acceptance.json").write_text(json.dumps(report, indent=1))
     return report
+
+
+def replicate_checkpoint(checkpoint: Path, layers: int, data: Path, held_out: Path, out: Path, steps: int = 300, lr: float = 3e-3,
+                         prompt_length: int = 0, seed: int = 0, log=print) -> dict:
+    """MiMo §2.3: layer 1 copied into ``layers`` layers; layers 2..k trained, the rest frozen."""
+    from reasonrl.plugins.mtp.training import replicate
+
+    model, tokenizer = _load(checkpoint)
+    if not hasattr(model.model, "mtp_layers"):
+        raise ValueError(f"{checkpoint}: not a MiMo-layout checkpoint (model_type {model.config.model_type!r})")
+    replicate(model, layers)
+    return _train_save_report(model, tokenizer, data, held_out, out, steps, lr, prompt_length, seed, log, tuple(range(2, layers + 1)))
 
 
 def attach_checkpoint(checkpoint: Path, layers: int, data: Path, held_out: Path, out: Path, steps: int = 300, lr: float = 3e-3,
                       prompt_length: int = 0, seed: int = 0, log=print) -> dict:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from reasonrl.plugins.mtp.hf_model import register_with_transformers, to_mimo
-    from reasonrl.plugins.mtp.training import acceptance, read_sequences, train
-
-    register_with_transformers()
-    torch_seed(seed)
-    model = to_mimo(AutoModelForCausalLM.from_pretrained(checkpoint), layers)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-    except (OSError, ValueError):
-        tokenizer = None
-    train(model, read_sequences(data, tokenizer), steps, lr=lr, train_main=False, main_in_loss=False, seed=seed, log=log)
-    model.save_pretrained(out)
-    if tokenizer is not None:
-        tokenizer.save_pretrained(out)
-    report = acceptance(model, read_sequences(held_out, tokenizer), prompt_length=prompt_length)
-    (Path(out) / "acceptance.json").write_text(json.dumps(report, indent=1))
-    return report
-
-
-def torch_seed(seed: int) -> None:
+    """A Qwen2 checkpoint in MiMo's layout with ``layers`` new MTP layers trained on a frozen main model."""
     import torch
 
+    from reasonrl.plugins.mtp.hf_model import to_mimo
+
+    model, tokenizer = _load(checkpoint)
     torch.manual_seed(seed)
+    return _train_save_report(to_mimo(model, layers), tokenizer, data, held_out, out, steps, lr, prompt_length, seed, log, None)
 
 
 def print_acceptance(report: dict) -> None:
