@@ -99,7 +99,11 @@ def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag)
     total = 6
     args = train_args("mimo", run_dir, f"trainer.total_training_steps={total}", "trainer.val_before_train=false", "trainer.test_freq=-1")
     with log.open("w") as out:
-        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=tagged_env(run_tag), start_new_session=True)
+        # a terminal's foreground job has SIGINT's default action; a test runner started in the
+        # background (`cmd &` in a non-interactive shell) passes SIGINT *ignored* to its children,
+        # and Python then never raises KeyboardInterrupt — restore the terminal's setting
+        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=tagged_env(run_tag), start_new_session=True,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             wait_for_checkpoint(run_dir, process, log)
             # Ctrl-C in a terminal: SIGINT to the whole foreground process group.
