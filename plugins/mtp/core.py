@@ -63,13 +63,29 @@ class MTPOutput:
     logits: list[torch.Tensor]  # per depth: [batch, T, vocab]; position i predicts t_{i+k+1}
 
 
-def mtp_forward(layers: nn.ModuleList, main_hidden: torch.Tensor, input_ids: torch.Tensor, embed: nn.Module, head: nn.Module,
-                loss_mask: torch.Tensor | None = None, **block_kwargs) -> MTPOutput:
+@dataclass
+class MTPTokenLosses:
+    """Per depth, per position: CE of predicting t_{i+k+1} at i, and whether that target exists
+    in position i's own sequence (and counts). Reduced by the caller (mean, or a trainer's own
+    normalisation)."""
+
+    per_token: list[torch.Tensor]  # [batch, T] float32
+    valid: list[torch.Tensor]  # [batch, T] bool
+    logits: list[torch.Tensor]
+
+    def means(self) -> list[torch.Tensor]:
+        return [(ce * ok).sum() / ok.sum().clamp_min(1) for ce, ok in zip(self.per_token, self.valid)]
+
+
+def mtp_token_losses(layers: nn.ModuleList, main_hidden: torch.Tensor, input_ids: torch.Tensor, embed: nn.Module, head: nn.Module,
+                     loss_mask: torch.Tensor | None = None, sequence_positions: torch.Tensor | None = None, **block_kwargs) -> MTPTokenLosses:
     """Run the chained depths on a full sequence. Positions past the end (no token i+k or
-    i+k+1) are computed but masked out of the loss; under causal attention they do not affect
-    earlier positions, so this equals running each depth on the truncated sequence."""
+    i+k+1) are computed but masked out; under causal attention they do not affect earlier
+    positions, so this equals running each depth on the truncated sequence. ``loss_mask`` marks
+    the target tokens that count. ``sequence_positions`` (the position ids of packed rows, which
+    restart at 0 for each sequence) additionally masks targets that lie in the next sequence."""
     batch, length = input_ids.shape
-    previous, losses, all_logits = main_hidden, [], []
+    previous, out = main_hidden, MTPTokenLosses([], [], [])
     positions = torch.arange(length, device=input_ids.device)
     for depth, layer in enumerate(layers, start=1):
         shifted = torch.roll(input_ids, shifts=-depth, dims=1)  # t_{i+k}
@@ -79,11 +95,20 @@ def mtp_forward(layers: nn.ModuleList, main_hidden: torch.Tensor, input_ids: tor
         valid = (positions < length - depth - 1).expand(batch, length)
         if loss_mask is not None:
             valid = valid & torch.roll(loss_mask.bool(), shifts=-(depth + 1), dims=1)
-        per_token = nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none").reshape(batch, length)
-        losses.append((per_token * valid).sum() / valid.sum().clamp_min(1))
-        all_logits.append(logits)
+        if sequence_positions is not None:
+            valid = valid & (torch.roll(sequence_positions, shifts=-(depth + 1), dims=1) == sequence_positions + depth + 1)
+        out.per_token.append(nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none").reshape(batch, length))
+        out.valid.append(valid)
+        out.logits.append(logits)
         previous = hidden
-    return MTPOutput(losses, all_logits)
+    return out
+
+
+def mtp_forward(layers: nn.ModuleList, main_hidden: torch.Tensor, input_ids: torch.Tensor, embed: nn.Module, head: nn.Module,
+                loss_mask: torch.Tensor | None = None, sequence_positions: torch.Tensor | None = None, **block_kwargs) -> MTPOutput:
+    """Per-depth mean losses L^k and logits (``mtp_token_losses`` reduced by the mean)."""
+    tokens = mtp_token_losses(layers, main_hidden, input_ids, embed, head, loss_mask, sequence_positions, **block_kwargs)
+    return MTPOutput(tokens.means(), tokens.logits)
 
 
 def total_loss(main_loss: torch.Tensor, mtp_losses: list[torch.Tensor], weight: float) -> torch.Tensor:

@@ -19,8 +19,9 @@ import torch
 from torch import nn
 from transformers import Qwen2Config, Qwen2ForCausalLM
 from transformers.masking_utils import create_causal_mask
+from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from reasonrl.plugins.mtp.core import MTPLayer, MTPOutput, mtp_forward
+from reasonrl.plugins.mtp.core import MTPLayer, MTPOutput, MTPTokenLosses, mtp_token_losses
 
 MODEL_TYPE = "mimo"
 ARCHITECTURE = "MiMoForCausalLM"
@@ -59,42 +60,77 @@ class MTPForwardOutput:
     mtp: MTPOutput
 
 
+def _main_forward(model: nn.Module, main_forward=None, **inputs):
+    """The main model's output (``main_forward``, default ``model``) and its last hidden state
+    before the final norm (what vLLM hands its MTP drafter, and h^0 of the MTP chain)."""
+    captured = {}
+    hook = model.model.norm.register_forward_pre_hook(lambda module, args: captured.setdefault("hidden", args[0]))
+    try:
+        output = (main_forward or model)(**inputs)
+    finally:
+        hook.remove()
+    return output, captured["hidden"]
+
+
+def _mtp_token_losses(model: nn.Module, main_hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+                      position_ids: torch.Tensor | None, loss_mask: torch.Tensor | None, depths: int | None) -> MTPTokenLosses:
+    """The MTP depths on the main model's inputs, with the main model's own attention mask
+    (padding, or packed rows told apart by restarting ``position_ids``) and rotary positions."""
+    packed_positions = position_ids
+    if position_ids is None:
+        position_ids = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
+    causal_mask = create_causal_mask(config=model.config, inputs_embeds=main_hidden, attention_mask=attention_mask, past_key_values=None, position_ids=position_ids)
+    position_embeddings = model.model.rotary_emb(main_hidden, position_ids)
+    valid = None if attention_mask is None else attention_mask.bool()
+    if loss_mask is not None:
+        valid = loss_mask.bool() if valid is None else valid & loss_mask.bool()
+    layers = model.model.mtp_layers if depths is None else model.model.mtp_layers[:depths]
+    return mtp_token_losses(layers, main_hidden, input_ids, model.model.embed_tokens, model.lm_head, loss_mask=valid, sequence_positions=packed_positions,
+                            attention_mask=causal_mask, position_embeddings=position_embeddings, position_ids=position_ids)
+
+
 def mtp_outputs(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, loss_mask: torch.Tensor | None = None,
                 depths: int | None = None) -> MTPForwardOutput:
     """Main next-token loss and the first ``depths`` MTP depths' losses (default: all).
     ``loss_mask`` marks the target tokens that count (e.g. responses only); padding never counts."""
-    captured = {}
-    hook = model.model.norm.register_forward_pre_hook(lambda module, args: captured.setdefault("hidden", args[0]))
-    try:
-        main = model(input_ids=input_ids, attention_mask=attention_mask)
-    finally:
-        hook.remove()
-    main_hidden = captured["hidden"]  # the last layer's output, before the final norm (what vLLM hands its MTP drafter)
+    main, main_hidden = _main_forward(model, input_ids=input_ids, attention_mask=attention_mask)
     valid = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
     if loss_mask is not None:
         valid = valid & loss_mask.bool()
     targets = input_ids[:, 1:]
     per_token = nn.functional.cross_entropy(main.logits[:, :-1].float().reshape(-1, main.logits.shape[-1]), targets.reshape(-1), reduction="none").view_as(targets)
     main_loss = (per_token * valid[:, 1:]).sum() / valid[:, 1:].sum().clamp_min(1)
+    tokens = _mtp_token_losses(model, main_hidden, input_ids, attention_mask, None, valid, depths)
+    return MTPForwardOutput(main_loss, main.logits, MTPOutput(tokens.means(), tokens.logits))
 
-    position_ids = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
-    causal_mask = create_causal_mask(config=model.config, inputs_embeds=main_hidden, attention_mask=attention_mask, past_key_values=None, position_ids=position_ids)
-    position_embeddings = model.model.rotary_emb(main_hidden, position_ids)
-    layers = model.model.mtp_layers if depths is None else model.model.mtp_layers[:depths]
-    mtp = mtp_forward(layers, main_hidden, input_ids, model.model.embed_tokens, model.lm_head, loss_mask=valid,
-                      attention_mask=causal_mask, position_embeddings=position_embeddings, position_ids=position_ids)
-    return MTPForwardOutput(main_loss, main.logits, mtp)
+
+@dataclass
+class MiMoCausalLMOutput(CausalLMOutputWithPast):
+    mtp_token_losses: tuple[torch.Tensor, ...] | None = None  # per depth [batch, T], when mtp_loss_depths is set
 
 
 class MiMoForCausalLM(Qwen2ForCausalLM):
-    """Qwen2 with MiMo's MTP layers. ``forward`` is the main model only (as MiMo's own code);
-    ``mtp_outputs`` adds the MTP losses."""
+    """Qwen2 with MiMo's MTP layers. ``forward`` is the main model only (as MiMo's own code)
+    unless a trainer sets ``mtp_loss_depths``: then it also leaves the per-token MTP losses of
+    that many depths in ``mtp_token_losses`` for the trainer's loss function (verl's FSDP SFT
+    trainer: ``verl_sft.py``). ``mtp_outputs`` adds the MTP losses to a main forward."""
 
     config_class = MiMoConfig
+    mtp_loss_depths = 0
 
     def __init__(self, config: MiMoConfig):
         super().__init__(config)
         self.model.mtp_layers = nn.ModuleList([new_mtp_layer(self) for _ in range(config.num_nextn_predict_layers)])
+        self.mtp_token_losses: MTPTokenLosses | None = None
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, **kwargs):
+        if not self.mtp_loss_depths or input_ids is None:
+            return super().forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs)
+        output, main_hidden = _main_forward(self, super().forward, input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs)
+        self.mtp_token_losses = _mtp_token_losses(self, main_hidden, input_ids, attention_mask, position_ids, None, self.mtp_loss_depths)
+        # Also a field of the output: FSDP2 hooks the output's (dataclass) fields to gather the
+        # root unit's parameters (MTP layers, shared head) again before backward reaches them.
+        return MiMoCausalLMOutput(**output, mtp_token_losses=tuple(self.mtp_token_losses.per_token))
 
     def mtp_outputs(self, input_ids, attention_mask=None, loss_mask=None, depths=None) -> MTPForwardOutput:
         return mtp_outputs(self, input_ids, attention_mask, loss_mask, depths)

@@ -30,6 +30,7 @@ def test_a_consistent_config_passes(tmp_path):
     (3, {"loss_weight": -0.1}, "reasonrl.mtp.loss_weight"),  # λ < 0
     (3, {"later_loss_weight": -1.0}, "reasonrl.mtp.later_loss_weight"),
     (3, {"train": True}, "reasonrl.mtp.train"),  # trained MTP layers need megatron's MTP loss
+    (3, {"train": True, "drafting": False}, "reasonrl.mtp.train"),  # also without drafting (verl's FSDP actor would keep them frozen)
     (3, {"train": True, "switch_at": 100}, "reasonrl.mtp.switch_at"),  # verl keeps one λ per run
 ])
 def test_bad_inputs_fail_naming_the_key(tmp_path, layers, mtp, key):
