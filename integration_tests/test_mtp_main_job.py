@@ -6,6 +6,7 @@ drafts with the MTP layer in rollout, the MTP layer stays frozen and is saved wi
 from __future__ import annotations
 
 import json
+import math
 
 import torch
 from safetensors.torch import load_file
@@ -48,3 +49,23 @@ def test_one_main_job_step_with_frozen_mtp_layers_drafting_in_rollout(tmp_path, 
     assert len(mtp_names) == len([name for name in before if ".mtp_layers." in name]) > 0
     assert all(torch.equal(full[name], before[name]) for name in mtp_names)  # frozen (MiMo RL)
     assert any(not torch.equal(full[name], before[name]) for name in full if ".mtp_layers." not in name)  # the policy trained
+
+
+def test_one_main_job_step_training_the_mtp_layers_on_the_fsdp_actor(tmp_path, run_tag):
+    """reasonrl.mtp.train=true: the MTP loss joins verl's PPO loss in the actor workers (trainer
+    callback + set_loss_fn), the per-depth loss is logged, the MTP layer changes, and drafting
+    keeps running on the synced drafter."""
+    model = smoke_mimo(tmp_path)
+    run_dir, log = tmp_path / "run", tmp_path / "train.log"
+    overrides = ["+reasonrl/mtp=mimo", "reasonrl.mtp.train=true", f"actor_rollout_ref.model.path={model}", "trainer.total_training_steps=1",
+                 "trainer.val_before_train=false", "trainer.test_freq=-1"]
+    result = run_to_end(train_args("mimo", run_dir, *overrides), run_tag, log)
+    assert result.returncode == 0, tail(log)
+    (steps,) = launch_metrics(run_dir)
+    assert_steps_trained(steps, range(1, 2), log)
+    assert all(math.isfinite(step["actor/mtp_1_loss"]) and step["actor/mtp_1_loss"] > 0 for step in steps.values()), tail(log)
+    assert "reasonrl MiMoMultiLayerMTP: drafting with 1 MTP layer(s)" in log.read_text(errors="replace"), tail(log)
+    before = load_file(model / "model.safetensors")
+    after = torch.load(run_dir / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False)
+    full = {name: (tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor) for name, tensor in after.items()}
+    assert not torch.equal(full["model.mtp_layers.0.input_proj.weight"], before["model.mtp_layers.0.input_proj.weight"])  # trained

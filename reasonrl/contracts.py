@@ -89,6 +89,8 @@ class TrainerCallback:
       resolves them, trained or not (needs reasonrl's ``ReportingReplayBuffer`` as
       ``trainer.v1.sampler.custom_sampler``): ``FinishedGroup`` records with ``row`` (the
       dataset row), ``rewards``, ``reward_extra_info`` and ``trained``;
+    - ``replaces_actor_loss = True``: the callback installs the actor's loss function
+      (``trainer.actor_rollout_wg.set_loss_fn`` in ``on_init_end``); at most one per run;
     - ``state_dict()`` / ``load_state_dict(state)``: saved in verl's checkpoint folder
       (``global_step_<n>/reasonrl/<name>.npz``, numpy arrays and JSON scalars) before verl
       marks the checkpoint complete, restored after ``on_init_end`` on resume.

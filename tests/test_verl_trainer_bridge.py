@@ -55,3 +55,16 @@ def test_only_callbacks_that_accept_the_run_are_built(isolated_plugins):
         ],
     )
     assert build_callbacks({"x": 1}) == [("wanted", ("built", 1))]
+
+
+def test_two_callbacks_installing_the_actor_loss_stop_the_run():
+    from types import SimpleNamespace
+
+    import pytest
+
+    from reasonrl.bridges.verl_trainer import check_single_actor_loss
+
+    installs = SimpleNamespace(replaces_actor_loss=True)
+    check_single_actor_loss([("a", installs), ("b", SimpleNamespace())])
+    with pytest.raises(RuntimeError, match=r"\['a', 'c'\] each install the actor's loss function"):
+        check_single_actor_loss([("a", installs), ("b", SimpleNamespace()), ("c", installs)])

@@ -4,12 +4,13 @@ Framework-free module, loss and λ schedule (``core.py``); attachment to Hugging
 MiMo's checkpoint class (``hf_model.py``: registered with transformers in verl's and vLLM's
 processes); training, replication and acceptance (``training.py``, ``reasonrl mtp``); the vLLM
 multi-layer drafter (``vllm_drafter.py``); knobs mapped onto verl's own MTP config
-(``config.py``) and megatron-core's (``megatron_adapter.py``); ``reasonrl bench mtp``.
+(``config.py``) and megatron-core's (``megatron_adapter.py``); the MTP loss on verl's FSDP SFT
+trainer (``verl_sft.py``) and RL actor (``verl_rl.py``); ``reasonrl bench mtp``.
 """
 
 from __future__ import annotations
 
-from reasonrl.contracts import PluginInfo, Registration
+from reasonrl.contracts import PluginInfo, Registration, TrainerCallback
 from reasonrl.hookspecs import hookimpl
 
 
@@ -58,6 +59,18 @@ def reasonrl_check_config(config) -> None:
     from reasonrl.plugins.mtp.config import check_run
 
     check_run(config)
+
+
+def _build_training_callback(config):
+    from reasonrl.plugins.mtp.verl_rl import build
+
+    return build(config)
+
+
+@hookimpl
+def reasonrl_trainer_callbacks() -> list[TrainerCallback]:
+    # RL with trained MTP layers on verl's FSDP actor: the MTP loss in the actor workers
+    return [TrainerCallback("mtp_training", _build_training_callback)]
 
 
 @hookimpl

@@ -21,7 +21,7 @@ class MTPConfig:
     """``reasonrl.mtp``: multi-token prediction in training and in rollout."""
 
     enable: bool = knob(False, help="load and save the checkpoint's MTP layers (plugin on)")
-    train: bool = knob(False, help="RL: train the MTP layers with the auxiliary loss (verl's megatron actor); MiMo freezes them in RL (false)")
+    train: bool = knob(False, help="RL: train the MTP layers with the auxiliary loss (λ = loss_weight); MiMo freezes them in RL (false)")
     drafting: bool = knob(False, help="speculative decoding with the MTP layers in verl's vLLM rollout")
     num_speculative_tokens: int = knob(1, help="draft tokens per step when drafting; layer k drafts token k", low=1)
     loss_weight: float = knob(0.3, help="λ of L_main + λ·mean_k L^k (MiMo pre-training: 0.3)", low=0.0)
@@ -73,6 +73,7 @@ def check_run(config) -> None:
     if settings.train and settings.switch_at:
         raise ConfigError(f"{KEY}.switch_at", "verl's megatron MTP loss keeps one λ (mtp_loss_scaling_factor = reasonrl.mtp.loss_weight) for the whole run: "
                           "leave switch_at at 0 (the schedule applies to `reasonrl mtp` training)")
-    if settings.train and select("actor_rollout_ref.actor.strategy") != "megatron":
-        # verl's FSDP actor ignores mtp.enable_train: the layers would stay frozen without a word.
-        raise ConfigError(f"{KEY}.train", "training the MTP layers in RL uses megatron-core's MTP loss (actor strategy megatron); with FSDP keep them frozen (MiMo does)")
+    if settings.train and select("actor_rollout_ref.actor.strategy") != "megatron" and select("trainer.v1.trainer_mode") != "reasonrl_sync":
+        # verl's FSDP actor ignores mtp.enable_train: our loss comes in through reasonrl's trainer mode
+        raise ConfigError("trainer.v1.trainer_mode", "training the MTP layers on an FSDP actor needs trainer mode reasonrl_sync (set by +reasonrl/mtp=mimo): "
+                          "otherwise verl keeps them frozen")

@@ -104,6 +104,22 @@ def mtp_outputs(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch
     return MTPForwardOutput(main_loss, main.logits, MTPOutput(tokens.means(), tokens.logits))
 
 
+_LATEST: list[MTPTokenLosses | None] = [None]  # this process's last MTP forward (one training forward at a time)
+
+
+def take_mtp_token_losses() -> MTPTokenLosses | None:
+    """The per-token MTP losses of this process's last MiMo training forward, once."""
+    latest, _LATEST[0] = _LATEST[0], None
+    return latest
+
+
+def arm_for_training(depths: int) -> None:
+    """Every MiMo model of this process computes the MTP losses of ``depths`` depths in its
+    forwards that track gradients (an RL actor's update), none in no-grad passes."""
+    MiMoForCausalLM.mtp_loss_depths = depths
+    MiMoForCausalLM.mtp_loss_only_with_grad = True
+
+
 @dataclass
 class MiMoCausalLMOutput(CausalLMOutputWithPast):
     mtp_token_losses: tuple[torch.Tensor, ...] | None = None  # per depth [batch, T], when mtp_loss_depths is set
@@ -111,12 +127,15 @@ class MiMoCausalLMOutput(CausalLMOutputWithPast):
 
 class MiMoForCausalLM(Qwen2ForCausalLM):
     """Qwen2 with MiMo's MTP layers. ``forward`` is the main model only (as MiMo's own code)
-    unless a trainer sets ``mtp_loss_depths``: then it also leaves the per-token MTP losses of
-    that many depths in ``mtp_token_losses`` for the trainer's loss function (verl's FSDP SFT
-    trainer: ``verl_sft.py``). ``mtp_outputs`` adds the MTP losses to a main forward."""
+    unless a trainer sets ``mtp_loss_depths``: then it also returns the per-token MTP losses of
+    that many depths (``mtp_token_losses``, also left on the model and in :func:`take_mtp_token_losses`)
+    for the trainer's loss function — verl's FSDP SFT trainer (``verl_sft.py``, per model) and
+    RL actor (``verl_rl.py``, per process, training forwards only: ``arm_for_training``).
+    ``mtp_outputs`` adds the MTP losses to a main forward."""
 
     config_class = MiMoConfig
     mtp_loss_depths = 0
+    mtp_loss_only_with_grad = False  # RL: the actor's log-prob and the reference passes skip MTP
 
     def __init__(self, config: MiMoConfig):
         super().__init__(config)
@@ -124,10 +143,11 @@ class MiMoForCausalLM(Qwen2ForCausalLM):
         self.mtp_token_losses: MTPTokenLosses | None = None
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, **kwargs):
-        if not self.mtp_loss_depths or input_ids is None:
+        depths = min(self.mtp_loss_depths, self.config.num_nextn_predict_layers)
+        if not depths or input_ids is None or (self.mtp_loss_only_with_grad and not torch.is_grad_enabled()):
             return super().forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs)
         output, main_hidden = _main_forward(self, super().forward, input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs)
-        self.mtp_token_losses = _mtp_token_losses(self, main_hidden, input_ids, attention_mask, position_ids, None, self.mtp_loss_depths)
+        self.mtp_token_losses = _LATEST[0] = _mtp_token_losses(self, main_hidden, input_ids, attention_mask, position_ids, None, depths)
         # Also a field of the output: FSDP2 hooks the output's (dataclass) fields to gather the
         # root unit's parameters (MTP layers, shared head) again before backward reaches them.
         return MiMoCausalLMOutput(**output, mtp_token_losses=tuple(self.mtp_token_losses.per_token))

@@ -49,6 +49,8 @@ class ScheduledPPOLoss:
 
 
 class EpsScheduleCallback:
+    replaces_actor_loss = True
+
     def __init__(self, schedule: EpsSchedule) -> None:
         self.schedule = schedule
 

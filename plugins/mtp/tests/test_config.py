@@ -29,14 +29,20 @@ def test_a_consistent_config_passes(tmp_path):
     (3, {"num_speculative_tokens": 0}, "reasonrl.mtp.num_speculative_tokens"),
     (3, {"loss_weight": -0.1}, "reasonrl.mtp.loss_weight"),  # λ < 0
     (3, {"later_loss_weight": -1.0}, "reasonrl.mtp.later_loss_weight"),
-    (3, {"train": True}, "reasonrl.mtp.train"),  # trained MTP layers need megatron's MTP loss
-    (3, {"train": True, "drafting": False}, "reasonrl.mtp.train"),  # also without drafting (verl's FSDP actor would keep them frozen)
+    (3, {"train": True}, "trainer.v1.trainer_mode"),  # trained on FSDP: our loss comes through reasonrl_sync, else verl keeps them frozen
+    (3, {"train": True, "drafting": False}, "trainer.v1.trainer_mode"),
     (3, {"train": True, "switch_at": 100}, "reasonrl.mtp.switch_at"),  # verl keeps one λ per run
 ])
 def test_bad_inputs_fail_naming_the_key(tmp_path, layers, mtp, key):
     with pytest.raises(ConfigError) as error:
         check_run(run_config(tmp_path, layers, **mtp))
     assert key in str(error.value)
+
+
+def test_trained_mtp_layers_run_on_fsdp_through_reasonrls_trainer_mode(tmp_path):
+    config = run_config(tmp_path, 3, train=True)
+    config.trainer = {"v1": {"trainer_mode": "reasonrl_sync"}}
+    check_run(config)
 
 
 def test_verl_keys_must_follow_the_knobs(tmp_path):
@@ -52,3 +58,4 @@ def test_the_hydra_option_wires_verls_mtp_keys(tmp_path):
     config = compose_config(["recipe=mimo", "+reasonrl/mtp=mimo", "reasonrl.mtp.num_speculative_tokens=3", "reasonrl.mtp.loss_weight=0.2"])
     mtp = config.actor_rollout_ref.model.mtp
     assert (mtp.enable, mtp.enable_train, mtp.enable_rollout, mtp.method, mtp.num_speculative_tokens, mtp.mtp_loss_scaling_factor) == (True, False, True, "mtp", 3, 0.2)
+    assert config.trainer.v1.trainer_mode == "reasonrl_sync"

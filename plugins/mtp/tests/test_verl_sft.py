@@ -16,6 +16,7 @@ from verl.utils.dataset.dataset_utils import DatasetPadMode
 from reasonrl.config import ConfigError
 from reasonrl.plugins.mtp.core import WeightSchedule
 from reasonrl.plugins.mtp.hf_model import MiMoConfig, MiMoForCausalLM
+from reasonrl.plugins.mtp.tests.verl_layouts import engine_log_probs, nested
 from reasonrl.plugins.mtp.verl_sft import MTPSFTLoss, configure, depth_token_counts
 
 SMALL = dict(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
@@ -49,17 +50,7 @@ def verl_micro_batch(model, ids, masks, packed: bool, batch_num_tokens: int):
     one row, restarting position ids; no cache, so transformers separates packed sequences) and
     build the loss function's inputs as verl does."""
     lengths = [len(seq) for seq in ids]
-    if packed:
-        logits = model(input_ids=torch.cat(ids)[None], position_ids=torch.cat([torch.arange(n) for n in lengths])[None], use_cache=False).logits[0]
-    else:
-        padded = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True)
-        attention = torch.nn.utils.rnn.pad_sequence([torch.ones(n, dtype=torch.long) for n in lengths], batch_first=True)
-        positions = torch.nn.utils.rnn.pad_sequence([torch.arange(n) for n in lengths], batch_first=True)
-        full = model(input_ids=padded, attention_mask=attention, position_ids=positions, use_cache=False).logits
-        logits = torch.cat([full[row, :n] for row, n in enumerate(lengths)])
-    rolled = torch.roll(torch.cat(ids), shifts=-1)
-    log_probs = torch.log_softmax(logits.float(), -1).gather(-1, rolled[:, None])[:, 0]
-    nested = lambda rows: torch.nested.as_nested_tensor(list(rows), layout=torch.jagged)  # noqa: E731
+    log_probs = engine_log_probs(model, ids, packed)
     data = tu.get_tensordict({"input_ids": nested(ids), "loss_mask": nested(masks)},
                              non_tensor_dict={"dp_size": 1, "batch_num_tokens": batch_num_tokens, "use_remove_padding": packed, "pad_mode": DatasetPadMode.NO_PADDING})
     return {"log_probs": nested(log_probs.split(lengths))}, data

@@ -1,0 +1,122 @@
+"""Trained MTP layers on verl's FSDP actor (``verl_rl.py``): the actor's loss is verl's real
+``ppo_loss`` plus λ · mean_k L^k, L^k the depth-k cross-entropy of the response tokens summed per
+sequence from the equations and divided by verl's global token count (``agg_loss`` token-mean) —
+D = 3, a prompt shorter than k+1 (tokens without a source position count zero), padded and packed
+model layouts; the MTP losses only in forwards with gradients once armed (the log-prob and
+reference passes skip them); the callback only for FSDP runs that train the layers."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
+from verl.utils import tensordict_utils as tu
+from verl.utils.config import omega_conf_to_dataclass
+from verl.workers.utils.losses import ppo_loss
+
+from reasonrl.plugins.mtp import hf_model
+from reasonrl.plugins.mtp.hf_model import MiMoConfig, MiMoForCausalLM
+from reasonrl.plugins.mtp.tests.verl_layouts import engine_log_probs, nested
+from reasonrl.plugins.mtp.verl_rl import MTPPolicyLoss, MTPTrainingCallback, build
+
+SMALL = dict(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+DEPTHS, WEIGHT = 3, 0.3
+PROMPTS, RESPONSES = (3, 2, 4), (4, 3, 5)
+
+
+@pytest.fixture(scope="module")
+def actor_config():
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        config = compose("ppo_trainer", overrides=["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2", "data.max_response_length=5"])
+    return config.actor_rollout_ref.actor
+
+
+@pytest.fixture
+def armed_model():
+    torch.manual_seed(0)
+    model = MiMoForCausalLM(MiMoConfig(num_nextn_predict_layers=DEPTHS, **SMALL))
+    saved = (MiMoForCausalLM.mtp_loss_depths, MiMoForCausalLM.mtp_loss_only_with_grad)
+    yield model
+    MiMoForCausalLM.mtp_loss_depths, MiMoForCausalLM.mtp_loss_only_with_grad = saved
+    hf_model.take_mtp_token_losses()
+
+
+def actor_batch(model, packed: bool):
+    """A micro-batch as verl's FSDP actor holds it (left-padded prompts, right-padded responses,
+    nested full sequences), the model run as verl's engine runs it, and its log-probs."""
+    torch.manual_seed(1)
+    prompts = [torch.randint(0, 40, (n,)) for n in PROMPTS]
+    responses = [torch.randint(0, 40, (n,)) for n in RESPONSES]
+    sequences = [torch.cat(pair) for pair in zip(prompts, responses)]
+    lengths = [len(seq) for seq in sequences]
+    width_p, width_r = max(PROMPTS), max(RESPONSES)
+    prompt_pad = torch.stack([torch.cat([torch.zeros(width_p - len(p), dtype=torch.long), p]) for p in prompts])
+    response_pad = torch.stack([torch.cat([r, torch.zeros(width_r - len(r), dtype=torch.long)]) for r in responses])
+    attention = torch.stack([torch.cat([torch.arange(width_p) >= width_p - len(p), torch.arange(width_r) < len(r)]) for p, r in zip(prompts, responses)]).long()
+    response_mask = attention[:, width_p:]
+    log_probs = engine_log_probs(model, sequences, packed)
+    old = torch.stack([torch.cat([log_probs.detach().split(lengths)[b][len(p) - 1:-1], torch.zeros(width_r - len(r))]) for b, (p, r) in enumerate(zip(prompts, responses))])
+    data = tu.get_tensordict(
+        {"input_ids": nested(sequences), "prompts": prompt_pad, "responses": response_pad, "attention_mask": attention, "response_mask": response_mask,
+         "loss_mask": response_mask, "old_log_probs": old + 0.05 * torch.randn_like(old), "advantages": torch.randn(3, 1).expand(3, width_r).clone()},
+        non_tensor_dict={"dp_size": 1, "batch_num_tokens": int(response_mask.sum()), "global_batch_size": 3, "use_remove_padding": packed})
+    return {"log_probs": nested(log_probs.split(lengths))}, data, sequences
+
+
+def expected_mtp_term(model, sequences):
+    """λ · mean_k Σ_sequences Σ_{response tokens t_j, j ≥ k+1} CE_k / (response tokens in the batch)."""
+    sums = torch.zeros(DEPTHS)
+    for sequence, prompt in zip(sequences, PROMPTS):
+        targets = (torch.arange(len(sequence)) >= prompt).long()
+        losses = model.mtp_outputs(sequence[None], loss_mask=targets[None]).mtp.losses
+        sums = sums + torch.stack([losses[k - 1] * targets[k + 1:].sum() for k in range(1, DEPTHS + 1)])
+    return WEIGHT * (sums / sum(RESPONSES)).mean()
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
+def test_the_actor_loss_is_verls_ppo_loss_plus_the_mtp_term(actor_config, armed_model, packed):
+    loss_fn = pickle.loads(pickle.dumps(MTPPolicyLoss(actor_config, WEIGHT, DEPTHS)))  # as verl's set_loss_fn delivers it: arms the models
+    assert MiMoForCausalLM.mtp_loss_depths == DEPTHS and MiMoForCausalLM.mtp_loss_only_with_grad
+    model_output, data, sequences = actor_batch(armed_model, packed)
+    got, metrics = loss_fn(model_output, data)
+    plain, _ = ppo_loss(omega_conf_to_dataclass(actor_config), model_output, data)
+    with torch.no_grad():
+        armed_model.mtp_loss_depths = 0  # the reference below runs mtp_outputs itself
+        want = plain + expected_mtp_term(armed_model, sequences)
+    torch.testing.assert_close(got, want)
+    assert {f"actor/mtp_{k}_loss" for k in (1, 2, 3)} <= set(metrics)
+    got.backward()
+    assert all(layer.input_proj.weight.grad.abs().sum() > 0 for layer in armed_model.model.mtp_layers)
+
+
+def test_armed_models_skip_the_mtp_losses_without_gradients(armed_model):
+    hf_model.arm_for_training(DEPTHS)
+    ids = torch.randint(0, 40, (1, 8))
+    with torch.no_grad():  # verl's compute_log_prob / reference passes
+        assert getattr(armed_model(input_ids=ids, use_cache=False), "mtp_token_losses", None) is None
+        assert hf_model.take_mtp_token_losses() is None
+    out = armed_model(input_ids=ids, use_cache=False)
+    assert len(out.mtp_token_losses) == DEPTHS and hf_model.take_mtp_token_losses() is not None
+    assert hf_model.take_mtp_token_losses() is None  # taken once
+
+
+def test_a_forward_without_mtp_losses_is_an_error(actor_config, armed_model):
+    model_output, data, _ = actor_batch(armed_model, packed=True)  # not armed: no MTP losses
+    hf_model.take_mtp_token_losses()
+    with pytest.raises(RuntimeError, match="no MTP losses"):
+        MTPPolicyLoss(actor_config, WEIGHT, DEPTHS)(model_output, data)
+
+
+def test_the_callback_is_built_only_for_fsdp_runs_that_train_the_layers(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "mimo", "num_nextn_predict_layers": 2}')
+
+    def run(train, strategy="fsdp2"):
+        return OmegaConf.create({"reasonrl": {"mtp": {"enable": True, "train": train}},
+                                 "actor_rollout_ref": {"model": {"path": str(tmp_path)}, "actor": {"strategy": strategy}}})
+
+    callback = build(run(True))
+    assert isinstance(callback, MTPTrainingCallback) and (callback.weight, callback.depths) == (0.3, 2)
+    assert build(run(False)) is None and build(run(True, "megatron")) is None
