@@ -128,9 +128,9 @@ class MiMoCausalLMOutput(CausalLMOutputWithPast):
 class MiMoForCausalLM(Qwen2ForCausalLM):
     """Qwen2 with MiMo's MTP layers. ``forward`` is the main model only (as MiMo's own code)
     unless a trainer sets ``mtp_loss_depths``: then it also returns the per-token MTP losses of
-    that many depths (``mtp_token_losses``, also left on the model and in :func:`take_mtp_token_losses`)
-    for the trainer's loss function — verl's FSDP SFT trainer (``verl_sft.py``, per model) and
-    RL actor (``verl_rl.py``, per process, training forwards only: ``arm_for_training``).
+    that many depths (``mtp_token_losses``), which the trainer's loss function collects with
+    :func:`take_mtp_token_losses` — verl's FSDP SFT trainer (``verl_sft.py``, set on its model)
+    and RL actor (``verl_rl.py``, per process, training forwards only: ``arm_for_training``).
     ``mtp_outputs`` adds the MTP losses to a main forward."""
 
     config_class = MiMoConfig
@@ -140,17 +140,16 @@ class MiMoForCausalLM(Qwen2ForCausalLM):
     def __init__(self, config: MiMoConfig):
         super().__init__(config)
         self.model.mtp_layers = nn.ModuleList([new_mtp_layer(self) for _ in range(config.num_nextn_predict_layers)])
-        self.mtp_token_losses: MTPTokenLosses | None = None
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, **kwargs):
         depths = min(self.mtp_loss_depths, self.config.num_nextn_predict_layers)
         if not depths or input_ids is None or (self.mtp_loss_only_with_grad and not torch.is_grad_enabled()):
             return super().forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs)
         output, main_hidden = _main_forward(self, super().forward, input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs)
-        self.mtp_token_losses = _LATEST[0] = _mtp_token_losses(self, main_hidden, input_ids, attention_mask, position_ids, None, depths)
+        tokens = _LATEST[0] = _mtp_token_losses(self, main_hidden, input_ids, attention_mask, position_ids, None, depths)
         # Also a field of the output: FSDP2 hooks the output's (dataclass) fields to gather the
         # root unit's parameters (MTP layers, shared head) again before backward reaches them.
-        return MiMoCausalLMOutput(**output, mtp_token_losses=tuple(self.mtp_token_losses.per_token))
+        return MiMoCausalLMOutput(**output, mtp_token_losses=tuple(tokens.per_token))
 
     def mtp_outputs(self, input_ids, attention_mask=None, loss_mask=None, depths=None) -> MTPForwardOutput:
         return mtp_outputs(self, input_ids, attention_mask, loss_mask, depths)

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from reasonrl.plugins.mtp.verl_sft import to_flat
+from reasonrl.plugins.mtp.verl_sft import flat_token_losses
 
 METRIC = "actor/mtp_{depth}_loss"
 ALL_LAYERS = 1 << 10  # the checkpoint's config is not local: train every MTP layer it has
@@ -52,40 +52,26 @@ class MTPPolicyLoss:
     def __call__(self, model_output, data, dp_group=None):
         from omegaconf import DictConfig
         from verl.trainer.ppo.core_algos import agg_loss
-        from verl.utils import tensordict_utils as tu
         from verl.utils.config import omega_conf_to_dataclass
         from verl.utils.metric import Metric
         from verl.workers.utils.losses import ppo_loss
-
-        from reasonrl.plugins.mtp.hf_model import take_mtp_token_losses
+        from verl.workers.utils.padding import no_padding_2_padding
 
         if self._config is None:
             self._config = omega_conf_to_dataclass(self.actor_config) if isinstance(self.actor_config, DictConfig) else self.actor_config
         loss, metrics = ppo_loss(self._config, model_output, data, dp_group)
-        tokens = take_mtp_token_losses()
-        if tokens is None:
-            raise RuntimeError("MTP loss: the actor's forward left no MTP losses (is the checkpoint a MiMo model with MTP layers?)")
-        lengths = data["input_ids"].offsets().diff().tolist()
-        packed = tu.get_non_tensor_data(data=data, key="use_remove_padding", default=True)
         response_mask = data.select("response_mask").to_padded_tensor()["response_mask"].bool()
         aggregation = metrics["actor/pg_loss"].aggregation
         terms = []
-        for depth, (per_token, valid) in enumerate(zip(tokens.per_token, tokens.valid), start=1):
+        for depth, (per_token, valid) in enumerate(flat_token_losses(data), start=1):
             # slot i of verl's flat layout scores token i+1 (as log-probs do): depth k's loss for
             # t_{i+1} sits at position i-k
-            slot_loss = torch.roll(to_flat(per_token, lengths, packed), shifts=depth)
-            slot_valid = torch.roll(to_flat(valid, lengths, packed), shifts=depth)
-            loss_mat, counted = self._response_slots(slot_loss, data), self._response_slots(slot_valid, data).bool() & response_mask
+            loss_mat = no_padding_2_padding(torch.roll(per_token, shifts=depth), data)
+            counted = no_padding_2_padding(torch.roll(valid, shifts=depth), data).bool() & response_mask
             term = agg_loss(loss_mat=loss_mat, loss_mask=counted, loss_agg_mode="token-mean", **self._config.global_batch_info)
             terms.append(term)
             metrics[METRIC.format(depth=depth)] = Metric(value=term.detach(), aggregation=aggregation)
         return loss + self.weight * torch.stack(terms).mean(), metrics
-
-    @staticmethod
-    def _response_slots(flat: torch.Tensor, data) -> torch.Tensor:
-        from verl.workers.utils.padding import no_padding_2_padding
-
-        return no_padding_2_padding(flat, data)
 
 
 class MTPTrainingCallback:

@@ -5,8 +5,8 @@ verl 0.9.1 trains MTP only on its megatron engine (megatron-core's MTP, keys
 MTP layers but computes no MTP loss, and its SFT loss sees log-probs only. This adapter adds the
 missing piece on FSDP and nothing else: verl's own ``SFTTrainer`` and ``sft_loss``, plus
 
-* ``MiMoForCausalLM.mtp_loss_depths`` set on the engine's model, so its forward leaves the
-  per-token MTP losses (``core.mtp_token_losses``) beside the logits;
+* ``MiMoForCausalLM.mtp_loss_depths`` set on the engine's model, so its forward also returns
+  the per-token MTP losses (``core.mtp_token_losses``, collected with ``take_mtp_token_losses``);
 * a loss function: verl's ``sft_loss`` + λ · (1/D) Σ_k L^k, with L^k averaged over the targets
   t_{i+k+1} that count in verl's ``loss_mask`` across the whole global batch (the same
   normalisation verl gives the main loss), λ from the schedule at the current step; per-depth
@@ -27,8 +27,8 @@ from __future__ import annotations
 import torch
 
 from reasonrl.config import ConfigError
-from reasonrl.plugins.mtp.config import KEY, MTP_GROUP, checkpoint_mtp_layers
-from reasonrl.plugins.mtp.core import WeightSchedule
+from reasonrl.plugins.mtp.config import KEY, checkpoint_mtp_layers, settings_from
+from reasonrl.plugins.mtp.core import MTPTokenLosses, WeightSchedule
 
 
 def depth_token_counts(loss_mask, depths: int) -> torch.Tensor:
@@ -45,35 +45,40 @@ def to_flat(per_token: torch.Tensor, lengths: list[int], packed: bool) -> torch.
     return torch.cat([per_token[row, :length] for row, length in enumerate(lengths)])
 
 
-class MTPSFTLoss:
-    """verl's ``sft_loss`` + λ·mean_k L^k (λ = ``schedule.at(step)``). ``model`` is the engine's
-    MiMo model (its forward leaves ``mtp_token_losses``); ``step`` counts finished steps;
-    ``token_counts`` per depth, over the global batch (set before its micro-batches run)."""
+def flat_token_losses(data) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per depth, (loss, valid) of this process's last MTP forward in verl's flat token order
+    (the micro-batch ``data`` tells the layout: verl's nested ``input_ids`` and ``use_remove_padding``)."""
+    from verl.utils import tensordict_utils as tu
 
-    def __init__(self, model, schedule: WeightSchedule) -> None:
-        self.model, self.schedule, self.step = model, schedule, 0
+    from reasonrl.plugins.mtp.hf_model import take_mtp_token_losses
+
+    tokens: MTPTokenLosses | None = take_mtp_token_losses()
+    if tokens is None:
+        raise RuntimeError("MTP loss: the model's forward left no MTP losses (mtp_loss_depths unset, or not a MiMo model with MTP layers?)")
+    lengths = data["input_ids"].offsets().diff().tolist()
+    packed = tu.get_non_tensor_data(data=data, key="use_remove_padding", default=True)
+    return [(to_flat(loss, lengths, packed), to_flat(valid, lengths, packed)) for loss, valid in zip(tokens.per_token, tokens.valid)]
+
+
+class MTPSFTLoss:
+    """verl's ``sft_loss`` + λ·mean_k L^k (λ = ``schedule.at(step)``). ``step`` counts finished
+    steps; ``token_counts`` per depth, over the global batch (set before its micro-batches run)."""
+
+    def __init__(self, schedule: WeightSchedule) -> None:
+        self.schedule, self.step = schedule, 0
         self.token_counts: torch.Tensor | None = None
 
     def __call__(self, model_output, data, dp_group=None, config=None):
-        from verl.utils import tensordict_utils as tu
         from verl.workers.utils.losses import sft_loss
 
         main_loss, metrics = sft_loss(config, model_output, data, dp_group)
-        tokens = self.model.mtp_token_losses
-        self.model.mtp_token_losses = None
-        if tokens is None:
-            raise RuntimeError("MTP loss: the model's forward left no MTP losses (mtp_loss_depths unset on the engine's model?)")
-        loss_mask = data["loss_mask"]
-        lengths = loss_mask.offsets().diff().tolist()
-        packed = tu.get_non_tensor_data(data=data, key="use_remove_padding", default=True)
-        flat_mask = loss_mask.values().bool()
-        counts = self.token_counts
+        flat_mask = data["loss_mask"].values().bool()
         weight = self.schedule.at(self.step)
         depth_terms = []
-        for depth, (per_token, valid) in enumerate(zip(tokens.per_token, tokens.valid), start=1):
-            counted = to_flat(valid, lengths, packed) & torch.roll(flat_mask, shifts=-(depth + 1))
-            summed = (to_flat(per_token, lengths, packed) * counted).sum()
-            depth_terms.append(summed / counts[depth - 1] * data["dp_size"])
+        for depth, (per_token, valid) in enumerate(flat_token_losses(data), start=1):
+            counted = valid & torch.roll(flat_mask, shifts=-(depth + 1))
+            summed = (per_token * counted).sum()
+            depth_terms.append(summed / self.token_counts[depth - 1] * data["dp_size"])
             metrics[f"mtp_losses/mtp_{depth}_loss"] = [(summed / counted.sum().clamp_min(1)).item()]
         metrics["mtp_losses/weight"] = [weight]
         return main_loss + weight * torch.stack(depth_terms).mean(), metrics
@@ -93,15 +98,16 @@ def sft_trainer_class():
     class MTPSFTTrainer(SFTTrainer):
         def _build_engine(self):
             super()._build_engine()
-            settings = _settings(self.config)
-            self.mtp_loss = MTPSFTLoss(None, WeightSchedule(settings.loss_weight, settings.later_loss_weight, settings.switch_at))
+            settings = settings_from(self.config)
+            self.mtp_loss = MTPSFTLoss(WeightSchedule(settings.loss_weight, settings.later_loss_weight, settings.switch_at))
             self.training_client.set_loss_fn(loss_fn=self.mtp_loss)
             engine, forward_backward_batch = self.engine, self.engine.forward_backward_batch
+            self.mtp_model = None  # the engine builds its module later: looked up on first use
 
             def with_mtp_counts(data, loss_function, forward_only=False):
-                model = self.mtp_loss.model
+                model = self.mtp_model
                 if model is None:
-                    model = self.mtp_loss.model = unwrap(engine.module)
+                    model = self.mtp_model = unwrap(engine.module)
                     if not hasattr(model, "mtp_loss_depths") or not model.config.num_nextn_predict_layers:
                         raise ConfigError("model.path", f"the MTP loss needs a MiMo checkpoint with MTP layers; got {type(model).__name__} "
                                           "(`reasonrl mtp attach` converts a Qwen2 checkpoint)")
@@ -120,18 +126,12 @@ def sft_trainer_class():
     return MTPSFTTrainer
 
 
-def _settings(config):
-    from reasonrl.config import group_settings
-
-    return group_settings(config, MTP_GROUP)
-
-
 def configure(config) -> bool:
     """Validate ``reasonrl.mtp`` and write verl's ``model.mtp.*`` from it. True: our FSDP loss is
     needed; False: verl's megatron engine computes the MTP loss itself."""
     from omegaconf import open_dict
 
-    settings = _settings(config)
+    settings = settings_from(config)
     layers = checkpoint_mtp_layers(config.model.path)
     if layers == 0:
         raise ConfigError("model.path", f"{config.model.path} has no MTP layers (num_nextn_predict_layers = 0): `reasonrl mtp attach` gives a Qwen2 checkpoint some")

@@ -15,7 +15,7 @@ from verl.utils.dataset.dataset_utils import DatasetPadMode
 
 from reasonrl.config import ConfigError
 from reasonrl.plugins.mtp.core import WeightSchedule
-from reasonrl.plugins.mtp.hf_model import MiMoConfig, MiMoForCausalLM
+from reasonrl.plugins.mtp.hf_model import MiMoConfig, MiMoForCausalLM, take_mtp_token_losses
 from reasonrl.plugins.mtp.tests.verl_layouts import engine_log_probs, nested
 from reasonrl.plugins.mtp.verl_sft import MTPSFTLoss, configure, depth_token_counts
 
@@ -61,7 +61,7 @@ def test_the_sft_loss_with_mtp_equals_the_objective_over_the_global_batch(packed
     torch.manual_seed(1)
     model = MiMoForCausalLM(MiMoConfig(num_nextn_predict_layers=DEPTHS, **SMALL))
     ids, masks = batch()
-    loss_fn = MTPSFTLoss(model, WeightSchedule(0.3, 0.1, switch_at=5))
+    loss_fn = MTPSFTLoss(WeightSchedule(0.3, 0.1, switch_at=5))
     loss_fn.step = 4
     want = expected_loss(model, ids, masks, weight=0.3)
 
@@ -76,7 +76,7 @@ def test_the_sft_loss_with_mtp_equals_the_objective_over_the_global_batch(packed
         got = got + loss
     torch.testing.assert_close(got, want)
     assert set(metrics) == {f"mtp_losses/mtp_{k}_loss" for k in (1, 2, 3)} | {"mtp_losses/weight"}
-    assert model.mtp_token_losses is None  # consumed: a stale forward cannot be counted twice
+    assert take_mtp_token_losses() is None  # consumed: a stale forward cannot be counted twice
 
     # the λ schedule's boundary: step 5 uses the later weight
     loss_fn.step = 5
@@ -91,7 +91,7 @@ def test_the_gradient_reaches_the_main_model_and_every_mtp_layer():
     model = MiMoForCausalLM(MiMoConfig(num_nextn_predict_layers=DEPTHS, **SMALL))
     model.mtp_loss_depths = DEPTHS
     ids, masks = batch()
-    loss_fn = MTPSFTLoss(model, WeightSchedule())
+    loss_fn = MTPSFTLoss(WeightSchedule())
     loss_fn.token_counts = depth_token_counts(torch.nested.as_nested_tensor(masks, layout=torch.jagged), DEPTHS)
     loss, _ = loss_fn(*verl_micro_batch(model, ids, masks, packed=True, batch_num_tokens=sum(int(m[1:].sum()) for m in masks)))
     loss.backward()
@@ -103,8 +103,9 @@ def test_the_gradient_reaches_the_main_model_and_every_mtp_layer():
 def test_a_forward_without_mtp_losses_is_an_error_not_a_silent_main_only_loss():
     model = MiMoForCausalLM(MiMoConfig(num_nextn_predict_layers=1, **SMALL))  # mtp_loss_depths unset
     ids, masks = batch()
-    loss_fn = MTPSFTLoss(model, WeightSchedule())
+    loss_fn = MTPSFTLoss(WeightSchedule())
     loss_fn.token_counts = torch.ones(1)
+    take_mtp_token_losses()  # nothing left over from another test's forward
     with pytest.raises(RuntimeError, match="no MTP losses"):
         loss_fn(*verl_micro_batch(model, ids, masks, packed=True, batch_num_tokens=10))
 
