@@ -117,6 +117,31 @@ def test_reward_manager_through_verls_reward_loop_worker(tokenizer_dir):
     assert torch.allclose(rm_scores.sum(-1), torch.tensor(scores, dtype=torch.float32))
 
 
+def test_a_hostile_math_answer_in_a_batch_does_not_stall_verls_reward_loop(tokenizer_dir):
+    """verl grades each trajectory in an executor thread, where Math-Verify's own SIGALRM
+    timeouts cannot work: a power tower used to freeze the whole reward process."""
+    import time
+
+    from reasonrl.plugins.rewards.verl_group import reward_counts
+
+    worker = _worker(tokenizer_dir, "reasonrl.rewards.math_timeout_s=2")
+    rows = [
+        {"prompt": "tower", "response": "It is \\boxed{9^{9^{9^{9}}}}", "ground_truth": "7"},
+        {"prompt": "half", "response": "It is \\boxed{\\frac{1}{2}}", "ground_truth": "0.5"},
+        {"prompt": "towers", "response": "\\boxed{9^{9^{9^{9}}} - 8^{8^{8^{8}}}}", "ground_truth": "7"},
+        {"prompt": "pair", "response": "<think>(2, 1)?</think> \\boxed{(1, 2)}", "ground_truth": "(1,2)"},
+        {"prompt": "sum", "response": _fence("a, b = map(int, input().split())\nprint(a + b)\n"), "ground_truth": json.dumps(SUM_PROBLEM)},
+    ]
+    start = time.monotonic()
+    outputs = worker.loop.run_until_complete(worker.compute_score_batch(_batch(worker.input_tokenizer, rows)))
+    elapsed = time.monotonic() - start
+    assert [o["reward_score"] for o in outputs] == [0.0, 1.0, 0.0, 1.0, 1.0]
+    extra = [o["reward_extra_info"] for o in outputs]
+    assert [e["math_timeout"] for e in extra] == [1.0, 0.0, 1.0, 0.0, 0.0]
+    assert reward_counts(extra) == {"reward/math_timeouts": 2.0, "reward/math_failures": 0.0, "reward/judge_errors": 0.0}
+    assert elapsed < 30.0, f"{elapsed:.1f} s for five answers"
+
+
 def test_judge_outage_is_flagged_not_scored(tokenizer_dir):
     worker = _worker(tokenizer_dir, "reasonrl.rewards.judge_backend=sandbox_fusion", "reasonrl.rewards.sandbox_fusion_url=http://127.0.0.1:9/run_code")
     data = _batch(worker.input_tokenizer, [{"prompt": "sum", "response": _fence("print(3)\n"), "ground_truth": json.dumps(SUM_PROBLEM)}])

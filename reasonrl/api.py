@@ -65,6 +65,18 @@ def test_difficulty_reward(passed, calibration, scheme: str = "strict") -> float
 test_difficulty_reward.__test__ = False  # a facade, not a pytest test
 
 
+def math_reward(response: str, gold: str) -> float:
+    """MiMo's math reward (rewards plugin, SPEC §2): 1.0 if the response's final answer (after
+    ``</think>``) is equivalent to ``gold`` under Math-Verify, else 0.0. Graded in this
+    process's pool of worker processes with a hard per-answer time bound on any thread
+    (``reasonrl.rewards.math_timeout_s``, 5 s by default): an answer that cannot be graded in
+    time, or that breaks the verifier, scores 0.0. The reward manager grades through the same
+    path (``verify_math``), so in a reward worker both share one pool and its settings."""
+    from reasonrl.plugins.rewards.math_reward import math_reward as grade
+
+    return grade(response, gold)
+
+
 def build_sampler(name, prompt_ids, **options):
     """A prompt sampler (sampling plugin, SPEC §3). ``name``: ``dynamic``, ``easy_pool``,
     ``curriculum``, ``prioritized``, ``gaussian_curriculum``, ``difficulty_filter``, or a list

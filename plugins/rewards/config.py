@@ -30,6 +30,10 @@ class RewardsConfig:
     memory_limit_mb: int = knob(1024, help="address-space limit per run, MiB", low=64)
     max_processes: int = knob(32, help="processes/threads a run may have", low=1)
     float_tolerance: Optional[float] = knob(None, help="stdout tokens that parse as numbers match within tol·max(1,|expected|)", low=0.0)
+    # math reward: Math-Verify in worker processes with a hard per-answer bound
+    math_timeout_s: float = knob(5.0, help="seconds one math answer may take to grade; past it the answer scores 0 (math_timeout)", low=0.1, high=600.0)
+    math_workers: Optional[int] = knob(None, help="Math-Verify worker processes per reward worker process (default: cores / reward.num_workers, at most 4)", low=1)
+    math_memory_limit_mb: int = knob(2048, help="address-space limit of each Math-Verify worker process, MiB", low=512)
     # test-difficulty-driven code reward (MiMo §3.3.1)
     code_scheme: str = knob("strict", help="code reward: strict / soft (MiMo §3.3.1) or all_or_nothing (baseline)", choices=SCHEMES)
     # Llama-Nemotron reasoning toggle
@@ -47,6 +51,15 @@ class RewardsConfig:
             raise ConfigError("reasonrl.rewards.sandbox_fusion_url", "is required with judge_backend=sandbox_fusion: the server's /run_code URL")
         if self.sandbox_fusion_url and not self.sandbox_fusion_url.startswith(("http://", "https://")):
             raise ConfigError("reasonrl.rewards.sandbox_fusion_url", f"must be an http(s) URL, got {self.sandbox_fusion_url!r}")
+
+    def verifier_settings(self, reward_workers: int = 1):
+        """The math verifier's settings for one reward worker process of ``reward_workers``."""
+        import os
+
+        from reasonrl.plugins.rewards.math_verifier import VerifierSettings
+
+        workers = self.math_workers or max(1, min(4, (os.cpu_count() or 1) // max(1, reward_workers)))
+        return VerifierSettings(workers=workers, timeout_s=self.math_timeout_s, memory_mb=self.math_memory_limit_mb)
 
     @property
     def needs_group_callback(self) -> bool:

@@ -4,28 +4,29 @@ The gold answer and the response are parsed by ``math_verify.parse`` (LaTeX / ex
 extraction, boxed answers first) and compared by ``math_verify.verify`` (symbolic and
 numeric equivalence). Only the text after the reasoning (after ``</think>`` when present) is
 graded, so a think block that mentions candidate answers cannot be matched by accident.
-Math-Verify's own timeouts use SIGALRM, which only works in a process's main thread: off
-the main thread (verl's reward loop scores in executor threads) they are switched off.
+
+Every answer is graded in this process's :class:`~.math_verifier.MathVerifier` (worker
+processes, a hard per-answer time bound on any thread): a hostile answer scores 0 as a
+``timeout`` instead of stalling the reward loop. ``reasonrl.api.math_reward`` is
+:func:`math_reward`; the reward manager calls :func:`verify_math` (the same path, with the
+outcome's status for its counters).
 """
 
 from __future__ import annotations
 
-import threading
+from reasonrl.plugins.rewards.math_verifier import MathOutcome, default_verifier
+from reasonrl.plugins.rewards.math_worker import final_answer_text
 
 
-def final_answer_text(response: str) -> str:
-    """The part of a response that is graded: after the last ``</think>``, else all of it."""
-    head, separator, tail = response.rpartition("</think>")
-    return tail if separator else response
+def verify_math(response: str, gold: str) -> MathOutcome:
+    """Grade ``response`` against ``gold`` in this process's verifier: score and status."""
+    return default_verifier().verify(response, str(gold))
 
 
 def math_reward(response: str, gold: str) -> float:
-    """1.0 if the response's final answer is equivalent to ``gold`` (Math-Verify), else 0.0."""
-    from math_verify import parse, verify
+    """1.0 if the response's final answer is equivalent to ``gold`` (Math-Verify), else 0.0;
+    0.0 also when grading ran out of time or failed (bounded on any thread)."""
+    return verify_math(response, gold).score
 
-    timeout = 5 if threading.current_thread() is threading.main_thread() else None
-    gold_parsed = parse(gold if "$" in gold or "\\boxed" in gold else f"${gold}$", parsing_timeout=timeout)
-    answer = parse(final_answer_text(response), parsing_timeout=timeout)
-    if not gold_parsed or not answer:
-        return 0.0
-    return 1.0 if verify(gold_parsed, answer, timeout_seconds=timeout) else 0.0
+
+__all__ = ["final_answer_text", "math_reward", "verify_math"]

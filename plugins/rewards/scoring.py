@@ -22,12 +22,12 @@ from reasonrl.plugins.rewards.config import RewardsConfig
 from reasonrl.plugins.rewards.difficulty import TestDifficulty, levels_passed, reward
 from reasonrl.plugins.rewards.incomplete_signal import is_incomplete, is_repetitive, is_truncated
 from reasonrl.plugins.rewards.judge import JudgeLimits, Problem, Submission, parse_tests
-from reasonrl.plugins.rewards.math_reward import math_reward
+from reasonrl.plugins.rewards.math_reward import verify_math
 from reasonrl.plugins.rewards.thinking_format import format_ok
 
 #: Every response reports the same keys (verl takes the key list from the first sample).
 EXTRA_KEYS = ("score", "acc", "task_score", "format_ok", "judge_error", "truncated", "repetitive", "incomplete",
-              "code_tests_passed", "code_levels_passed", "code_level_pass")
+              "code_tests_passed", "code_levels_passed", "code_level_pass", "math_timeout", "math_failed")
 
 
 def code_spec(ground_truth: Any, extra_info: dict | None) -> tuple[Problem, TestDifficulty | None] | None:
@@ -69,6 +69,7 @@ class Scored:
     tests_passed: float = 0.0
     levels_passed: int = 0
     level_pass: str = ""
+    math_status: str = ""  # verified | timeout | failed (math answers only)
 
 
 async def score_code(judge, problem: Problem, calibration: TestDifficulty | None, response: str, scheme: str) -> Scored:
@@ -113,6 +114,8 @@ def combine(task: Scored, format_score: float | None, flags: dict[str, float], s
         "code_tests_passed": task.tests_passed,
         "code_levels_passed": float(task.levels_passed),
         "code_level_pass": task.level_pass,
+        "math_timeout": float(task.math_status == "timeout"),
+        "math_failed": float(task.math_status == "failed"),
         **flags,
     }
     assert tuple(sorted(extra)) == tuple(sorted(EXTRA_KEYS))
@@ -120,8 +123,9 @@ def combine(task: Scored, format_score: float | None, flags: dict[str, float], s
 
 
 def math_scored(response: str, ground_truth: Any) -> Scored:
-    value = math_reward(response, str(ground_truth))
-    return Scored(value, value >= 1.0)
+    """Math-Verify in this process's bounded verifier (the path ``reasonrl.api.math_reward`` takes)."""
+    outcome = verify_math(response, str(ground_truth))
+    return Scored(outcome.score, outcome.score >= 1.0, math_status=outcome.status)
 
 
 __all__ = ["EXTRA_KEYS", "Scored", "code_spec", "combine", "incomplete_flags", "make_judge", "math_scored", "score_code", "thinking_format"]

@@ -1,6 +1,10 @@
 """verl adapters for the group step: a ``before_advantage`` callback of trainer mode
 ``reasonrl_sync`` and the ``masked_grpo`` advantage estimator.
 
+The callback also logs the step's reward-side counters, read from ``reward_extra_info``:
+``reward/math_timeouts`` and ``reward/math_failures`` (math answers scored 0 because grading
+ran out of time or broke), ``reward/judge_errors``.
+
 The callback reads the step's ``uid``, ``rm_scores``, ``response_mask``, ``loss_mask`` and the
 reward manager's ``reward_extra_info`` (``acc``, ``incomplete``) from verl's TransferQueue,
 adds the length reward to ``rm_scores`` (at the token that carries the score) and zeroes both
@@ -27,13 +31,25 @@ def _items(value) -> list:
     return [getattr(v, "data", v) for v in value]
 
 
+def _extra_infos(fields) -> list[dict]:
+    return [(e or {}).get("reward_extra_info", {}) if isinstance(e, dict) else {} for e in _items(fields["extra_fields"])]
+
+
+def reward_counts(extra: list[dict]) -> dict[str, float]:
+    """The step's counters over its responses' ``reward_extra_info``."""
+    def total(key: str) -> float:
+        return float(sum(float(e.get(key, 0.0) or 0.0) > 0 for e in extra))
+
+    return {"reward/math_timeouts": total("math_timeout"), "reward/math_failures": total("math_failed"), "reward/judge_errors": total("judge_error")}
+
+
 def apply_group_step(fields, settings: RewardsConfig, step: int):
     """``fields``: the TensorDict verl's TransferQueue returns for FETCHED (jagged tensors per
     response). Returns (TensorDict of rm_scores/response_mask/loss_mask to write back, metrics)."""
     from tensordict import TensorDict
 
     uids = _items(fields["uid"])
-    extra = [(e or {}).get("reward_extra_info", {}) if isinstance(e, dict) else {} for e in _items(fields["extra_fields"])]
+    extra = _extra_infos(fields)
     rm_scores = [t.clone() for t in fields["rm_scores"].unbind()]
     response_mask = [t.clone() for t in fields["response_mask"].unbind()]
     loss_mask = [t.clone() for t in fields["loss_mask"].unbind()]
@@ -57,12 +73,14 @@ def apply_group_step(fields, settings: RewardsConfig, step: int):
         "reasonrl/incomplete_masked": float(sum(masked)),
         "reasonrl/incomplete_masked_frac": sum(masked) / max(1, len(masked)),
         "reasonrl/length_penalty_mean": float(np.mean(bonus)) if bonus else 0.0,
+        **reward_counts(extra),
     }
     return out, metrics
 
 
 class GroupStep:
-    """``before_advantage`` callback: length penalty and masking on the step's TransferQueue fields."""
+    """``before_advantage`` callback: length penalty and masking on the step's TransferQueue
+    fields when either is on; the reward counters always."""
 
     def __init__(self, settings: RewardsConfig):
         self.settings = settings
@@ -70,6 +88,10 @@ class GroupStep:
     def before_advantage(self, trainer, batch, metrics: dict) -> None:
         import transfer_queue as tq
 
+        if not self.settings.needs_group_callback:
+            fields = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
+            metrics.update(reward_counts(_extra_infos(fields)))
+            return
         fields = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=FETCHED)
         out, step_metrics = apply_group_step(fields, self.settings, int(trainer.global_steps))
         tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=out)
@@ -77,8 +99,12 @@ class GroupStep:
 
 
 def build(config):
-    settings = settings_from(config)
-    return GroupStep(settings) if settings.needs_group_callback else None
+    """The callback when verl scores with reward manager ``reasonrl`` (its counters), else None."""
+    from omegaconf import OmegaConf
+
+    if OmegaConf.select(config, "reward.reward_manager.name", default=None) != "reasonrl":
+        return None
+    return GroupStep(settings_from(config))
 
 
 def masked_grpo_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray, config=None, **_unused):

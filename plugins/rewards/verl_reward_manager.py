@@ -6,6 +6,9 @@ returns the reward and, in ``reward_extra_info``, the per-sample facts the rest 
 uses (``acc``, ``incomplete`` for the group step in ``verl_group.py``) and logs (per-level
 pass string, judge errors, truncation). A ``reward.custom_reward_function`` still replaces
 the task reward (as in verl's naive manager); format reward and flags are added on top.
+Math answers are graded by this process's bounded Math-Verify pool (``math_verifier.py``,
+the path of ``reasonrl.api.math_reward``): a hostile answer scores 0 with ``math_timeout``
+= 1 after ``reasonrl.rewards.math_timeout_s`` instead of stalling the reward loop.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from reasonrl.plugins.rewards import scoring
 from reasonrl.plugins.rewards.config import settings_from
+from reasonrl.plugins.rewards.math_verifier import configure as configure_math_verifier
 from reasonrl.plugins.rewards.thinking_format import thinking_mode_in_text
 
 NAME = "reasonrl"
@@ -42,6 +46,8 @@ class ReasonrlRewardManager(RewardManagerBase):
         self.custom_score = compute_score if _select(config, "reward.custom_reward_function.path") else None
         self.max_response_length = _select(config, "actor_rollout_ref.rollout.response_length") or _select(config, "data.max_response_length")
         self.reward_workers = int(_select(config, "reward.num_workers", 1) or 1)
+        # this process's math verifier (what reasonrl.api.math_reward uses too); workers start lazily
+        configure_math_verifier(self.settings.verifier_settings(self.reward_workers))
         # a response that ends on EOS exactly at the limit was not cut
         self.stop_ids = frozenset(i for i in (tokenizer.eos_token_id,) if isinstance(i, int))
         self._judge = None

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import threading
+import time
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reasonrl.plugins.rewards.code_extraction import extract_code
+from reasonrl.plugins.rewards.code_extraction import extract_code, fenced_blocks
 from reasonrl.plugins.rewards.incomplete_signal import is_incomplete, is_repetitive, is_truncated
 from reasonrl.plugins.rewards.length_penalty import length_rewards, penalty_weight
 from reasonrl.plugins.rewards.math_reward import math_reward
@@ -99,6 +101,25 @@ def test_repetition_and_incomplete_rules():
     assert is_incomplete(judge_error=False, truncated=True, repetitive=False)
     assert not is_incomplete(judge_error=False, truncated=True, repetitive=True)
     assert not is_incomplete(judge_error=False, truncated=False, repetitive=False)
+
+
+#: the regular expression the linear extractor replaced, kept as the reference it must equal
+OLD_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+#-]*)[^\n]*\n(.*?)```", re.DOTALL)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(["`", "``", "```", "````", "\n", " ", "\t", "py", "python", "c++", "x", "#", "."]), max_size=16))
+def test_fenced_blocks_equal_the_regular_expression(pieces):
+    text = "".join(pieces)
+    assert fenced_blocks(text) == OLD_FENCE.findall(text)
+
+
+@pytest.mark.parametrize("hostile", ["`" * 1_000_000, "```" + " " * 1_000_000, "```python\n" + "`" * 1_000_000, "```\n" * 250_000])
+def test_code_extraction_is_linear_on_adversarial_text(hostile):
+    """The old expression backtracked quadratically here (400 K backticks: ~90 s)."""
+    start = time.perf_counter()
+    extract_code(hostile)
+    assert time.perf_counter() - start < 5.0
 
 
 def test_code_extraction():
