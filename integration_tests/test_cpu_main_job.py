@@ -47,6 +47,8 @@ def test_main_job_runs_three_steps_checkpoints_and_plots(tmp_path, run_tag):
     (steps,) = launch_metrics(run_dir)
     assert_steps_trained(steps, range(1, 4), log)
     assert any(key.startswith("val-core/") for key in steps.get(0, {})), "validation before training is logged"
+    # the rewards plugin's per-step counters (group step of trainer mode reasonrl_sync)
+    assert all(steps[s]["reward/math_timeouts"] == 0.0 and steps[s]["reward/judge_errors"] == 0.0 for s in range(1, 4)), sorted(steps[1])
     assert (run_dir / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
     assert (run_dir / "global_step_3" / "actor").is_dir()
     text = log.read_text()
@@ -81,6 +83,7 @@ def test_every_recipe_trains_one_step_on_the_cpu_preset(tmp_path, run_tag, recip
     assert RECIPE_LOSS_METRIC[recipe] in steps[1], sorted(steps[1])
     if recipe in RECIPE_REWARD_METRIC:
         assert -0.5 <= steps[1][RECIPE_REWARD_METRIC[recipe]] <= 0.5, sorted(steps[1])
+        assert steps[1]["reward/math_timeouts"] == 0.0, sorted(steps[1])
 
 
 def wait_for_checkpoint(run_dir: Path, process: subprocess.Popen, log: Path, timeout: float = LAUNCH_TIMEOUT) -> int:

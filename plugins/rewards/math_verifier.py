@@ -17,6 +17,8 @@ Every outcome is a :class:`MathOutcome`: ``verified`` (score 0 or 1), ``timeout`
 from __future__ import annotations
 
 import atexit
+import json
+import logging
 import os
 import queue
 import select
@@ -27,10 +29,11 @@ import threading
 import time
 from dataclasses import dataclass
 
-from reasonrl.plugins.rewards.math_worker import send_message
+from reasonrl.plugins.rewards.math_worker import final_answer_text, send_message
 
 #: the host waits this long past the worker's own deadline before killing it
 HARD_GRACE_S = 1.0
+LOG = logging.getLogger("reasonrl.rewards.math")
 
 
 @dataclass(frozen=True)
@@ -72,8 +75,6 @@ class _Worker:
 
     def _read_message(self, deadline: float) -> dict | None:
         """One framed message before ``deadline`` (monotonic), or None (time out, or the worker died)."""
-        import json
-
         fd = self.process.stdout.fileno()
         while True:
             if len(self._buffer) >= 4:
@@ -91,12 +92,16 @@ class _Worker:
             self._buffer += chunk
 
     def wait_ready(self, timeout_s: float) -> bool:
+        if self.closed:
+            return False
         if not self.ready:
             message = self._read_message(time.monotonic() + timeout_s)
             self.ready = bool(message and message.get("ready"))
         return self.ready
 
     def ask(self, response: str, gold: str, timeout_s: float) -> dict | None:
+        if self.closed:
+            return None
         try:
             send_message(self.process.stdin.fileno(), {"response": response, "gold": gold})
         except OSError:  # BrokenPipeError: it is gone
@@ -110,6 +115,7 @@ class _Worker:
         except (ProcessLookupError, PermissionError):
             pass
         self.process.wait()
+        self.closed = True
         for pipe in (self.process.stdin, self.process.stdout):
             try:
                 pipe.close()
@@ -132,14 +138,27 @@ class MathVerifier:
         with self._lock:
             if self._workers:
                 return
-            for _ in range(self.settings.workers):
-                worker = _Worker(self.settings)
+            started: list[_Worker] = []
+            try:
+                for _ in range(self.settings.workers):
+                    started.append(_Worker(self.settings))
+            except OSError:
+                for worker in started:
+                    worker.kill()
+                raise
+            for worker in started:
                 self._workers.append(worker)
                 self._idle.put(worker)
 
     def _replace(self, worker: _Worker) -> _Worker:
+        """A fresh worker in ``worker``'s place; ``worker`` itself (ended) if none can start,
+        so the pool never shrinks: it is replaced again on its next use."""
         worker.kill()
-        fresh = _Worker(self.settings)
+        try:
+            fresh = _Worker(self.settings)
+        except OSError as error:
+            LOG.warning("cannot start a math verifier process: %s", error)
+            return worker
         with self._lock:
             if worker in self._workers:
                 self._workers[self._workers.index(worker)] = fresh
@@ -154,35 +173,48 @@ class MathVerifier:
         died on it (tried once more on a fresh one, then ``failed``)."""
         if os.getpid() != self._owner_pid:  # a forked child must not share the parent's workers
             self.__init__(self.settings)
-        self._start()
+        try:
+            self._start()
+        except OSError as error:
+            return self._finish(MathOutcome(0.0, "failed", f"cannot start the math verifier: {error}"), response)
         worker = self._idle.get()
         try:
-            if worker.process.poll() is not None:  # died while idle: not this answer's doing
-                worker = self._replace(worker)
-            if not worker.wait_ready(self.settings.startup_timeout_s):
-                worker = self._replace(worker)
-                if not worker.wait_ready(self.settings.startup_timeout_s):
-                    return self._count(MathOutcome(0.0, "failed", "the math verifier process did not start"))
-            for attempt in range(2):  # a worker that dies is replaced and the answer tried once more
-                answer = worker.ask(response, gold, self.settings.timeout_s + HARD_GRACE_S)
-                if answer is not None:
-                    break
-                died = worker.closed
-                worker = self._replace(worker)
-                if not died:  # alive past the hard deadline: killed
-                    return self._count(MathOutcome(0.0, "timeout", "killed at the hard deadline"))
-                if attempt == 1 or not worker.wait_ready(self.settings.startup_timeout_s):
-                    return self._count(MathOutcome(0.0, "failed", "the math verifier process died on this answer"))
-            if answer.get("exit"):
-                worker = self._replace(worker)
-            return self._count(MathOutcome(float(answer["score"]), answer["status"], answer.get("error", "")))
+            outcome, worker = self._grade(worker, response, gold)
+        except Exception as error:  # never the reward worker's exception: this answer fails
+            outcome = MathOutcome(0.0, "failed", f"{type(error).__name__}: {error}")
         finally:
             self._idle.put(worker)
+        return self._finish(outcome, response)
 
-    def _count(self, outcome: MathOutcome) -> MathOutcome:
+    def _finish(self, outcome: MathOutcome, response: str) -> MathOutcome:
         with self._lock:
             self.counts[outcome.status] += 1
+        if outcome.status != "verified":
+            LOG.warning("math answer scored 0 (%s: %s): %r", outcome.status, outcome.detail or f"past {self.settings.timeout_s} s",
+                        final_answer_text(response)[:120])
         return outcome
+
+    def _grade(self, worker: _Worker, response: str, gold: str) -> tuple[MathOutcome, _Worker]:
+        """The outcome, and the worker to put back (a replacement where this one was ended)."""
+        if worker.process.poll() is not None:  # died while idle: not this answer's doing
+            worker = self._replace(worker)
+        if not worker.wait_ready(self.settings.startup_timeout_s):
+            worker = self._replace(worker)
+            if not worker.wait_ready(self.settings.startup_timeout_s):
+                return MathOutcome(0.0, "failed", "the math verifier process did not start"), worker
+        for attempt in range(2):  # a worker that dies is replaced and the answer tried once more
+            answer = worker.ask(response, gold, self.settings.timeout_s + HARD_GRACE_S)
+            if answer is not None:
+                if answer.get("exit"):  # out of memory: it exits after answering
+                    worker = self._replace(worker)
+                return MathOutcome(float(answer["score"]), answer["status"], answer.get("error", "")), worker
+            died = worker.closed
+            worker = self._replace(worker)
+            if not died:  # alive past the hard deadline: killed
+                return MathOutcome(0.0, "timeout", "killed at the hard deadline"), worker
+            if attempt == 1 or not worker.wait_ready(self.settings.startup_timeout_s):
+                break
+        return MathOutcome(0.0, "failed", "the math verifier process died on this answer"), worker
 
     def worker_pids(self) -> list[int]:
         with self._lock:

@@ -1,4 +1,4 @@
-"""The math verifier's worker process: Math-Verify on one answer at a time (stdlib + math_verify).
+"""The math verifier's worker process: Math-Verify on one answer at a time.
 
 Started by ``math_verifier.py`` as ``python -m reasonrl.plugins.rewards.math_worker
 TIMEOUT_S MEMORY_MB``; reads framed JSON requests ``{"response", "gold"}`` on stdin and
@@ -15,15 +15,15 @@ space is limited to MEMORY_MB; a MemoryError answers ``failed`` and the worker e
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 import resource
 import signal
-import struct
 import sys
 
-STATUSES = ("verified", "timeout", "failed")
+# the judge runner's framing (4-byte big-endian length + JSON); stdlib only
+from reasonrl.plugins.rewards.judge.zygote import recv_message, send_message
+
 
 
 def final_answer_text(response: str) -> str:
@@ -58,31 +58,6 @@ class _Deadline(BaseException):
 
 def _on_alarm(signum, frame):
     raise _Deadline
-
-
-def send_message(fd: int, message: dict) -> None:
-    payload = json.dumps(message).encode()
-    view = memoryview(struct.pack(">I", len(payload)) + payload)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def recv_message(fd: int) -> dict | None:
-    """One framed message, or None at end of stream."""
-    header = _read_exactly(fd, 4)
-    body = None if header is None else _read_exactly(fd, struct.unpack(">I", header)[0])
-    return None if body is None else json.loads(body)
-
-
-def _read_exactly(fd: int, size: int) -> bytes | None:
-    chunks, remaining = [], size
-    while remaining:
-        chunk = os.read(fd, min(remaining, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
 
 
 def _cpu_used_s() -> float:

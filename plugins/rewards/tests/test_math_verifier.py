@@ -152,6 +152,21 @@ def test_a_worker_that_dies_is_replaced():
         verifier.close()
 
 
+def test_a_workers_memory_is_limited():
+    """2^(2^33) needs 1 GiB: under a 512 MiB limit the allocation fails inside the worker."""
+    verifier = MathVerifier(VerifierSettings(workers=1, timeout_s=20.0, memory_mb=512))
+    try:
+        assert verifier.verify(r"\boxed{1}", "1").score == 1.0
+        (pid,) = verifier.worker_pids()
+        assert verifier.verify(r"\boxed{2^{2^{33}}}", "1").score == 0.0
+        with open(f"/proc/{pid}/status") as status:
+            peak_kib = int(next(line for line in status if line.startswith("VmPeak:")).split()[1])
+        assert peak_kib <= 512 * 1024
+        assert verifier.verify(r"\boxed{1}", "1").score == 1.0
+    finally:
+        verifier.close()
+
+
 def test_concurrent_threads_share_the_pool():
     verifier = MathVerifier(VerifierSettings(workers=2, timeout_s=5.0))
     try:
@@ -188,3 +203,22 @@ def test_bad_knobs_fail_naming_the_key(key, value):
 
     with pytest.raises(ConfigError, match=f"reasonrl.rewards.{key}"):
         settings_from(OmegaConf.create({"reasonrl": {"rewards": {key: value}}}))
+
+
+def test_a_verifier_that_cannot_start_fails_the_answer_not_the_caller(monkeypatch, tmp_path):
+    verifier = MathVerifier(VerifierSettings(workers=1))
+    try:
+        monkeypatch.setattr("sys.executable", str(tmp_path / "no-python-here"))
+        outcome = verifier.verify(r"\boxed{7}", "7")
+        assert (outcome.score, outcome.status) == (0.0, "failed") and "cannot start" in outcome.detail
+        monkeypatch.undo()
+        assert verifier.verify(r"\boxed{7}", "7").score == 1.0
+        # a replacement that cannot start leaves the pool its size: the next answer starts one
+        (pid,) = verifier.worker_pids()
+        monkeypatch.setattr("sys.executable", str(tmp_path / "no-python-here"))
+        os.kill(pid, signal.SIGKILL)
+        assert verifier.verify(r"\boxed{7}", "7").status == "failed"
+        monkeypatch.undo()
+        assert verifier.verify(r"\boxed{7}", "7").score == 1.0
+    finally:
+        verifier.close()
