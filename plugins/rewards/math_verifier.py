@@ -22,6 +22,7 @@ import logging
 import os
 import queue
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -72,6 +73,8 @@ class _Worker:
         self.ready = False
         self.closed = False  # its end of a pipe closed: the process died or is exiting
         self._buffer = b""
+        self._poller = select.poll()
+        self._poller.register(self.process.stdout.fileno(), select.POLLIN)
 
     def _read_message(self, deadline: float) -> dict | None:
         """One framed message before ``deadline`` (monotonic), or None (time out, or the worker died)."""
@@ -83,7 +86,7 @@ class _Worker:
                     body, self._buffer = self._buffer[4:4 + size], self._buffer[4 + size:]
                     return json.loads(body)
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            if remaining <= 0 or not self._poller.poll(remaining * 1000):  # poll: fds ≥ 1024 are fine
                 return None
             chunk = os.read(fd, 1 << 16)
             if not chunk:
@@ -111,7 +114,7 @@ class _Worker:
 
     def kill(self) -> None:
         try:
-            os.killpg(self.process.pid, 9)
+            os.killpg(self.process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         self.process.wait()
