@@ -28,6 +28,16 @@ class ConfigError(ValueError):
         self.key = key
 
 
+def config_value(config: Any, key: str, default: Any = None) -> Any:
+    """``config``'s value at dotted ``key`` (an OmegaConf config or a plain mapping), else
+    ``default``: the one config lookup the plugins' checks and adapters share."""
+    from omegaconf import DictConfig, OmegaConf
+
+    if not isinstance(config, DictConfig):
+        config = OmegaConf.create(config or {})
+    return OmegaConf.select(config, key, default=default)
+
+
 def knob(
     default: Any = dataclasses.MISSING,
     *,

@@ -123,10 +123,11 @@ def register_fsdp_engines(device: str) -> None:
     from verl.workers.engine.base import EngineRegistry
     from verl.workers.engine.fsdp import transformer_impl
 
+    from reasonrl.compat.verl import engine_registered
+
     for model_type, class_name in FSDP_ENGINES.items():
         engine_class = getattr(transformer_impl, class_name)
         for backend in ("fsdp", "fsdp2"):
-            registry = EngineRegistry._engines.setdefault(model_type, {}).setdefault(backend, {})
-            if registry.get(device) is engine_class:
+            if engine_registered(model_type, backend, device) is engine_class:
                 continue
             EngineRegistry.register(model_type=model_type, backend=backend, device=device)(engine_class)

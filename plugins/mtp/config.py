@@ -5,11 +5,12 @@ the Hydra option ``reasonrl/mtp=mimo`` points them at these knobs instead of dup
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from reasonrl.config import ConfigError, group_settings, knob
+from reasonrl.config import ConfigError, config_value, group_settings, knob
 from reasonrl.contracts import ConfigGroup
 
 KEY = "reasonrl.mtp"
@@ -52,10 +53,8 @@ def checkpoint_mtp_layers(model_path: str | Path) -> int | None:
 def check_run(config) -> None:
     """Start-up checks of a composed run config: the knobs, their mirror in verl's keys and the
     checkpoint's MTP layers against the drafting request."""
-    from omegaconf import OmegaConf
-
     settings = settings_from(config)
-    select = lambda key: OmegaConf.select(config, key, default=None)  # noqa: E731
+    select = functools.partial(config_value, config)
     if not settings.enable:
         return
     mirrored = {"enable": settings.enable, "enable_train": settings.train, "enable_rollout": settings.drafting,

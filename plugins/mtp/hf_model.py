@@ -157,12 +157,9 @@ class MiMoForCausalLM(Qwen2ForCausalLM):
 
 def register_with_transformers() -> None:
     """``AutoConfig`` / ``AutoModelForCausalLM`` learn ``mimo`` (idempotent)."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from reasonrl.compat.transformers import register_causal_lm
 
-    if MODEL_TYPE not in CONFIG_MAPPING:
-        AutoConfig.register(MODEL_TYPE, MiMoConfig)
-        AutoModelForCausalLM.register(MiMoConfig, MiMoForCausalLM)
+    register_causal_lm(MODEL_TYPE, MiMoConfig, MiMoForCausalLM)
 
 
 def to_mimo(model: nn.Module, num_layers: int) -> MiMoForCausalLM:

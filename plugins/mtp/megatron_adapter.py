@@ -13,7 +13,6 @@ real GPTModel (``python -m reasonrl.plugins.mtp.megatron_adapter D λ`` runs it 
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import torch
@@ -44,17 +43,10 @@ def _tiny_model(depth: int, loss_weight: float):
 
 def _host_buffers(model, batch: int, length: int) -> None:
     """megatron-core's local attention and rotary tables allocate on CUDA; give them host memory."""
-    from megatron.core import parallel_state
-    from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
+    from reasonrl.compat.megatron import host_attention_buffer, use_host_rotary
 
-    class HostRotaryEmbedding(RotaryEmbedding):
-        def get_emb(self, max_seq_len: int, offset: int = 0) -> torch.Tensor:
-            freqs = self.get_freqs_non_repeated(max_seq_len, offset)
-            return torch.cat((freqs, freqs), dim=-1)[:, None, None, :]
-
-    model.rotary_pos_emb.__class__ = HostRotaryEmbedding
-    elements = batch * model.config.num_attention_heads * length * length
-    parallel_state.get_global_memory_buffer().buffer[("mpu", torch.float32)] = torch.empty(elements)
+    use_host_rotary(model)
+    host_attention_buffer(batch * model.config.num_attention_heads * length * length, torch.float32)
 
 
 _last_depth_losses: list = []
@@ -64,19 +56,12 @@ def _gradients(model, tokens, labels, mask, extra_weight: float | None, depth: i
     """Gradients of megatron's main loss (its MTP term rides in the backward pass); with
     ``extra_weight`` also + extra_weight · (1/D) Σ_k L^k computed here from megatron's per-depth
     cross-entropies, masked as the definition says (position i of depth k predicts t_{i+k+1})."""
+    from reasonrl.compat.megatron import mtp_logged_losses, record_language_model_losses
+
     per_token_losses = []
-    original = model.compute_language_model_loss
-
-    def recording(labels_, logits_):
-        loss = original(labels_, logits_)
-        per_token_losses.append(loss)
-        return loss
-
-    model.compute_language_model_loss = recording
+    restore = record_language_model_losses(model, per_token_losses)
     model.zero_grad(set_to_none=True)
-    from megatron.core.transformer.multi_token_prediction import MTPLossLoggingHelper
-
-    MTPLossLoggingHelper.tracker["values"] = torch.zeros(depth)  # megatron allocates it on CUDA
+    mtp_logged_losses(depth)  # reset on the host (megatron allocates it on CUDA)
     length = tokens.shape[1]
     position_ids = torch.arange(length).unsqueeze(0).expand_as(tokens)
     output = model(input_ids=tokens, position_ids=position_ids, attention_mask=mask, labels=labels)
@@ -90,10 +75,10 @@ def _gradients(model, tokens, labels, mask, extra_weight: float | None, depth: i
             valid = torch.arange(length) < length - k
             depth_losses.append((ce * valid).sum() / (valid.sum() * tokens.shape[0]))
         total = total_loss(main_loss, depth_losses, extra_weight)
-        logged = MTPLossLoggingHelper.tracker["values"]  # megatron's own per-depth means (its logging)
+        logged = mtp_logged_losses()  # megatron's own per-depth means (its logging)
         _last_depth_losses[:] = [(loss.item(), logged[k].item()) for k, loss in enumerate(depth_losses)]
     total.backward()
-    model.compute_language_model_loss = original
+    restore()
     return {name: parameter.grad.clone() for name, parameter in model.named_parameters() if parameter.grad is not None}
 
 
@@ -101,19 +86,9 @@ def gradient_agreement(depth: int, loss_weight: float, seed: int = 0) -> dict:
     """Max |Δ grad| between megatron-core with ``mtp_loss_scaling_factor = λ`` and our definition
     (megatron with factor 0 + λ · mean_k L^k added here), and against the other reading
     (λ per depth, summed). Needs a process group (call in a fresh process)."""
-    from megatron.core import parallel_state
-    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+    from reasonrl.compat.megatron import close_single_process, init_single_process
 
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
-    torch.distributed.init_process_group("gloo", rank=0, world_size=1)
-    parallel_state.initialize_model_parallel()
-    try:
-        model_parallel_cuda_manual_seed(seed)
-    except Exception:  # noqa: BLE001 - no CUDA: megatron's inference tracker instead
-        from megatron.core.tensor_parallel.random import initialize_rng_tracker
-
-        initialize_rng_tracker(inference_rng_tracker=True, force_reset=True)
+    init_single_process(seed)
     torch.manual_seed(seed)
     megatron = _tiny_model(depth, loss_weight)
     reference = _tiny_model(depth, 0.0)
@@ -133,8 +108,7 @@ def gradient_agreement(depth: int, loss_weight: float, seed: int = 0) -> dict:
     scale = max(grad.abs().max().item() for grad in theirs.values())
     result = {"depth_losses_ours_vs_megatron_logged": list(_last_depth_losses), "vs_ours": difference(theirs, ours), "vs_summed": difference(theirs, summed), "grad_scale": scale,
               "parameters": len(theirs), "mtp_parameters": sum(".mtp." in name or name.startswith("mtp.") for name in theirs)}
-    parallel_state.destroy_model_parallel()
-    torch.distributed.destroy_process_group()
+    close_single_process()
     return result
 
 

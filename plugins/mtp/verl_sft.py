@@ -93,7 +93,9 @@ def unwrap(module):
 
 def sft_trainer_class():
     """verl's ``SFTTrainer`` with the MTP loss on its FSDP engine (imported lazily: adapter)."""
-    from verl.trainer.sft_trainer import SFTTrainer
+    from reasonrl.compat.verl import sft_trainer_base
+
+    SFTTrainer = sft_trainer_base()  # version-guarded: wraps verl internals (compat.verl.SFT_TRAINER)
 
     class MTPSFTTrainer(SFTTrainer):
         def _build_engine(self):

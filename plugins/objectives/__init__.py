@@ -13,7 +13,7 @@ Framework-free math in ``core.py`` / ``schedule.py``; verl adapters in ``verl_*.
 
 from __future__ import annotations
 
-from reasonrl.config import ConfigError
+from reasonrl.config import ConfigError, config_value
 from reasonrl.contracts import CliCommand, ConfigGroup, PluginInfo, Registration, TrainerCallback
 from reasonrl.hookspecs import hookimpl
 from reasonrl.plugins.objectives.config import OBJECTIVE_GROUP
@@ -67,22 +67,16 @@ def reasonrl_config_groups() -> list[ConfigGroup]:
     return [OBJECTIVE_GROUP]
 
 
-def _select(config, key: str):
-    from omegaconf import OmegaConf
-
-    return OmegaConf.select(config, key, default=None)
-
-
 def check_tis_sampling(config) -> None:
     """Truncated IS with top-p < 1 or top-k > 0 is biased: the sampler's probabilities are
     renormalised over the kept tokens, so log(π_train/π_rollout) carries the log of the kept
     mass on every token. Refuse unless ``reasonrl.objective.allow_biased_tis`` is true."""
-    if _select(config, "algorithm.rollout_correction.rollout_is") is None:
+    if config_value(config, "algorithm.rollout_correction.rollout_is") is None:
         return
-    if _select(config, "reasonrl.objective.allow_biased_tis"):
+    if config_value(config, "reasonrl.objective.allow_biased_tis"):
         return
-    top_p = _select(config, "actor_rollout_ref.rollout.top_p")
-    top_k = _select(config, "actor_rollout_ref.rollout.top_k")
+    top_p = config_value(config, "actor_rollout_ref.rollout.top_p")
+    top_k = config_value(config, "actor_rollout_ref.rollout.top_k")
     truncated = []
     if top_p is not None and float(top_p) < 1.0:
         truncated.append(f"actor_rollout_ref.rollout.top_p={top_p}")
@@ -101,23 +95,23 @@ def check_tis_sampling(config) -> None:
 def check_objective(config) -> None:
     """The option file's switch is consistent with verl's keys (a direct override of a mapped
     verl key would silently diverge from the report-named knob)."""
-    name = _select(config, "reasonrl.objective.name")
+    name = config_value(config, "reasonrl.objective.name")
     if name is None:
         return
-    loss_mode = _select(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
+    loss_mode = config_value(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
     if loss_mode != name:
         raise ConfigError("actor_rollout_ref.actor.policy_loss.loss_mode", f"is {loss_mode!r} but reasonrl.objective.name is {name!r}: use +reasonrl/objective={name}")
     if name == "longcat":
         for knob, verl_key in LONGCAT_MAPPING.items():
-            knob_value, verl_value = _select(config, f"reasonrl.objective.{knob}"), _select(config, verl_key)
+            knob_value, verl_value = config_value(config, f"reasonrl.objective.{knob}"), config_value(config, verl_key)
             if verl_value is None or float(verl_value) != float(knob_value):
                 raise ConfigError(verl_key, f"= {verl_value} but reasonrl.objective.{knob} = {knob_value}; set the report-named knob (reasonrl.objective.{knob}) instead")
-    schedule = _select(config, "reasonrl.objective.eps_pos_high_schedule") or "constant"
+    schedule = config_value(config, "reasonrl.objective.eps_pos_high_schedule") or "constant"
     if schedule != "constant":
-        mode = _select(config, "trainer.v1.trainer_mode")
+        mode = config_value(config, "trainer.v1.trainer_mode")
         if mode != "reasonrl_sync":
             raise ConfigError("trainer.v1.trainer_mode", f"is {mode!r}: the ε_pos_high schedule ({schedule}) is applied by trainer mode 'reasonrl_sync'")
-        if _select(config, "distillation.enabled"):
+        if config_value(config, "distillation.enabled"):
             raise ConfigError("reasonrl.objective.eps_pos_high_schedule", "cannot be combined with verl's distillation loss (it replaces the actor's loss function)")
 
 

@@ -24,6 +24,8 @@ from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY, agg_loss, register
 from verl.utils.torch_functional import masked_mean
 from verl.workers.config import PolicyLossConfig
 
+from reasonrl.compat.verl import policy_loss_mutable_fields
+
 from reasonrl.plugins.objectives import core
 
 LONGCAT = "longcat"
@@ -40,7 +42,7 @@ class ObjectivePolicyLossConfig(PolicyLossConfig):
     ``longcat``: the ε_pos_high schedule writes it each step.
     """
 
-    _mutable_fields = PolicyLossConfig._mutable_fields | {"eps_pos_high"}
+    _mutable_fields = policy_loss_mutable_fields() | {"eps_pos_high"}
 
     tis_cap: Optional[float] = None
     eps_pos_high: Optional[float] = None

@@ -30,16 +30,10 @@ def write_probe(child_dir: Path, tokens: torch.Tensor) -> None:
 
 
 def _megatron(child_dir: Path) -> float:
-    import os
-
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
-    torch.distributed.init_process_group("gloo", rank=0, world_size=1)
-    from megatron.core import parallel_state
-
+    from reasonrl.compat.megatron import init_single_process
     from reasonrl.plugins.puzzle.megatron_adapter import load_child, logits
 
-    parallel_state.initialize_model_parallel()
+    init_single_process()  # inference only: megatron's inference RNG tracker without CUDA
     probe = torch.load(child_dir / PROBE)
     log_probs = torch.log_softmax(logits(load_child(child_dir), probe["tokens"]).float(), -1)
     return (log_probs - probe["log_probs"]).abs().max().item()

@@ -64,16 +64,10 @@ def convert_state(hf_state: dict[str, torch.Tensor], hf_config: dict) -> dict[st
 def _cpu_rotary_embedding(model):
     """megatron-core 0.16.1's RotaryEmbedding moves its frequencies to CUDA on first use; on a
     machine without CUDA the same module is used as built (on CPU), nothing else changes."""
-    from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
-
-    class HostRotaryEmbedding(RotaryEmbedding):
-        def get_emb(self, max_seq_len: int, offset: int = 0) -> torch.Tensor:
-            freqs = self.get_freqs_non_repeated(max_seq_len, offset)
-            emb = torch.cat((freqs, freqs), dim=-1) if not self.rotary_interleaved else torch.stack((freqs.view(-1, 1), freqs.view(-1, 1)), dim=-1).view(freqs.shape[0], -1)
-            return emb[:, None, None, :]
+    from reasonrl.compat.megatron import use_host_rotary
 
     if not torch.cuda.is_available():
-        model.rotary_pos_emb.__class__ = HostRotaryEmbedding
+        use_host_rotary(model)
 
 
 def load_child(child_dir: str | Path):
@@ -91,10 +85,6 @@ def load_child(child_dir: str | Path):
                      position_embedding_type="rope", rotary_base=rope.get("rope_theta", hf_config.get("rope_theta", 10000.0)),
                      share_embeddings_and_output_weights=False)
     _cpu_rotary_embedding(model)
-    # inference only: megatron's own inference RNG tracker (its training tracker forks CUDA RNG state)
-    from megatron.core.tensor_parallel.random import initialize_rng_tracker
-
-    initialize_rng_tracker(inference_rng_tracker=True, force_reset=True)
     state = {}
     for shard in sorted(child_dir.glob("*.safetensors")):
         state.update(load_file(str(shard)))
@@ -109,13 +99,10 @@ def load_child(child_dir: str | Path):
 def _host_attention_buffer(elements: int, dtype: torch.dtype) -> None:
     """megatron-core's local attention takes its score buffer from a global buffer that it
     allocates on CUDA; without CUDA, hand it a host buffer of the size it will ask for."""
-    from megatron.core import parallel_state
+    from reasonrl.compat.megatron import host_attention_buffer
 
-    if torch.cuda.is_available():
-        return
-    buffers = parallel_state.get_global_memory_buffer().buffer
-    if buffers.get(("mpu", dtype)) is None or buffers[("mpu", dtype)].numel() < elements:
-        buffers[("mpu", dtype)] = torch.empty(elements, dtype=dtype)
+    if not torch.cuda.is_available():
+        host_attention_buffer(elements, dtype)
 
 
 @torch.no_grad()

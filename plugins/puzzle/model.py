@@ -173,12 +173,9 @@ class DeciLMForCausalLM(NemotronNasPreTrainedModel):
 
 def register_with_transformers() -> None:
     """``AutoConfig`` / ``AutoModelForCausalLM`` learn ``nemotron-nas`` (idempotent)."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from reasonrl.compat.transformers import register_causal_lm
 
-    if MODEL_TYPE not in CONFIG_MAPPING:
-        AutoConfig.register(MODEL_TYPE, NemotronNasConfig)
-        AutoModelForCausalLM.register(NemotronNasConfig, DeciLMForCausalLM)
+    register_causal_lm(MODEL_TYPE, NemotronNasConfig, DeciLMForCausalLM)
 
 
 def vllm_unsupported(block_configs) -> list[str]:

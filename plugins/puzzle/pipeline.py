@@ -15,6 +15,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from reasonrl.compat.transformers import set_attention_implementation
 from reasonrl.plugins.puzzle import costs as cost_model
 from reasonrl.plugins.puzzle.distill import distill_layer, layer_activations
 from reasonrl.plugins.puzzle.library import AttentionVariant, FfnVariant, Menu, block_config, ffn_channel_importance, least_squares, merge_kv_heads, prune_ffn
@@ -126,7 +127,7 @@ class Pipeline:
 
             llama = LlamaForCausalLM.from_pretrained(self.parent_path(), torch_dtype=torch.float32)
             self.parent_config = llama.config
-            self.parent_config._attn_implementation = "sdpa"
+            set_attention_implementation(self.parent_config, "sdpa")
             self.menu = Menu.from_config(self.s.menu, llama.config)
             parent_blocks = [block_config(AttentionVariant("attention", llama.config.num_key_value_heads), FfnVariant("ffn", llama.config.intermediate_size),
                                           llama.config.num_attention_heads, llama.config.hidden_size)] * llama.config.num_hidden_layers

@@ -14,6 +14,7 @@ import copy
 import torch
 from transformers.masking_utils import create_causal_mask
 
+from reasonrl.compat.transformers import attention_implementation, set_attention_implementation
 from reasonrl.plugins.puzzle.block_config import AttentionConfig, BlockConfig, FFNConfig
 from reasonrl.plugins.puzzle.library import AttentionVariant, FfnVariant, block_config
 from reasonrl.plugins.puzzle.model import DeciLMForCausalLM, NasDecoderLayer, NemotronNasConfig
@@ -29,7 +30,7 @@ def nas_config(parent_config, blocks: list[BlockConfig]) -> NemotronNasConfig:
         values.pop(key, None)
     values["num_hidden_layers"] = len(blocks)
     config = NemotronNasConfig(block_configs=blocks, **values)
-    config._attn_implementation = getattr(parent_config, "_attn_implementation", None) or "sdpa"
+    set_attention_implementation(config, attention_implementation(parent_config) or "sdpa")
     return config
 
 

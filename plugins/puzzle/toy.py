@@ -14,6 +14,8 @@ import functools
 
 import torch
 
+from reasonrl.compat.transformers import set_attention_implementation
+
 SYMBOLS = 24
 VOCAB = SYMBOLS + 3  # + pad (0), bos (1), eos (2)
 CHAIN_SEED = 1234
@@ -66,7 +68,7 @@ def train_parent(steps: int = 300, layers: int = 6, seed: int = 0, batch: int = 
 
     torch.manual_seed(seed)
     config = parent_config(layers)
-    config._attn_implementation = "sdpa"
+    set_attention_implementation(config, "sdpa")
     model = LlamaForCausalLM(config)
     data = corpus(steps * batch, length, seed)  # fresh sequences every step: no memorised corpus
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)

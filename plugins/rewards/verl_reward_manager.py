@@ -22,16 +22,11 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from reasonrl.plugins.rewards import scoring
 from reasonrl.plugins.rewards.config import settings_from
+from reasonrl.config import config_value
 from reasonrl.plugins.rewards.math_verifier import configure as configure_math_verifier
 from reasonrl.plugins.rewards.thinking_format import thinking_mode_in_text
 
 NAME = "reasonrl"
-
-
-def _select(config, key: str, default=None):
-    from omegaconf import OmegaConf
-
-    return OmegaConf.select(config, key, default=default)
 
 
 class ReasonrlRewardManager(RewardManagerBase):
@@ -43,9 +38,9 @@ class ReasonrlRewardManager(RewardManagerBase):
         self.settings = settings_from(config)
         # verl hands every manager a score function (its data_source dispatch when none is
         # configured); only a configured reward.custom_reward_function replaces ours.
-        self.custom_score = compute_score if _select(config, "reward.custom_reward_function.path") else None
-        self.max_response_length = _select(config, "actor_rollout_ref.rollout.response_length") or _select(config, "data.max_response_length")
-        self.reward_workers = int(_select(config, "reward.num_workers", 1) or 1)
+        self.custom_score = compute_score if config_value(config, "reward.custom_reward_function.path") else None
+        self.max_response_length = config_value(config, "actor_rollout_ref.rollout.response_length") or config_value(config, "data.max_response_length")
+        self.reward_workers = int(config_value(config, "reward.num_workers", 1) or 1)
         # this process's math verifier (what reasonrl.api.math_reward uses too); workers start lazily
         configure_math_verifier(self.settings.verifier_settings(self.reward_workers))
         # a response that ends on EOS exactly at the limit was not cut

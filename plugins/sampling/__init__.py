@@ -10,7 +10,9 @@ sampling pass-rates`` writes the pre-computed pass rates the curricula and the f
 
 from __future__ import annotations
 
-from reasonrl.config import ConfigError
+import functools
+
+from reasonrl.config import ConfigError, config_value
 from reasonrl.contracts import CliCommand, ConfigGroup, PluginInfo, TrainerCallback
 from reasonrl.hookspecs import hookimpl
 from reasonrl.plugins.sampling.config import SAMPLING_GROUP
@@ -45,14 +47,12 @@ def reasonrl_config_groups() -> list[ConfigGroup]:
 
 @hookimpl
 def reasonrl_check_config(config) -> None:
-    from omegaconf import OmegaConf
-
     from reasonrl.plugins.sampling.config import settings_from
 
     settings = settings_from(config)
     if not settings.samplers:
         return
-    select = lambda key: OmegaConf.select(config, key, default=None)  # noqa: E731
+    select = functools.partial(config_value, config)
     if select("trainer.v1.trainer_mode") != "reasonrl_sync":
         raise ConfigError("trainer.v1.trainer_mode", "must be 'reasonrl_sync': the sampler is that trainer's prompt source (use +reasonrl/sampling=<option>)")
     if (select("trainer.v1.sampler.custom_sampler.path"), select("trainer.v1.sampler.custom_sampler.name")) != REPORTING_BUFFER:
@@ -79,3 +79,11 @@ def reasonrl_benchmarks() -> list[CliCommand]:
     from reasonrl.plugins.sampling.bench import BENCHMARK
 
     return [BENCHMARK]
+
+
+@hookimpl
+def reasonrl_api_functions():
+    # the pipeline builder itself: the trainer callback builds its sampler with the same function
+    from reasonrl.plugins.sampling.sampler import build_sampler
+
+    return {"build_sampler": build_sampler}

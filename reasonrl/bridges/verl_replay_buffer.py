@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 import transfer_queue as tq
-from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+from reasonrl.compat.verl import replay_buffer_base, replay_buffer_uid
+
+ReplayBuffer = replay_buffer_base()  # version-guarded: this class overrides verl internals (compat.verl.REPLAY_BUFFER)
 
 
 @dataclass
@@ -31,24 +34,26 @@ class ReportingReplayBuffer(ReplayBuffer):
     def __init__(self, *, sampler_kwargs, **kwargs):
         options = dict(sampler_kwargs or {})
         metric = options.get("filter_groups_metric") if options.get("filter_groups_enable") else None
-        super().__init__(
+        refill_failed = bool(options.get("sync_refill_failed_groups", False))
+        super().__init__(  # what verl's _build_replay_buffer passes its own sync buffer
             sampler_kwargs=sampler_kwargs,
             filter_groups_metric=metric or None,
             train_batch_size=options.get("train_batch_size"),
-            gen_batch_size=1 if metric else options.get("gen_batch_size") or options.get("train_batch_size"),
-            max_inflight_gen_batches=int(options.get("max_inflight_gen_batches", 1)),
+            gen_batch_size=1 if metric or refill_failed else options.get("gen_batch_size") or options.get("train_batch_size"),
+            max_inflight_gen_batches=int(options.get("max_inflight_gen_batches", 1)) if metric else 1,
+            sync_refill_failed_groups=refill_failed,
             **kwargs,
         )
         self.group_listener: Callable[[list[FinishedGroup]], None] | None = None
 
     def _groups(self, partition_id: str, uids, trained: bool) -> list[FinishedGroup]:
-        keys = sorted(key for key in self.partitions[partition_id] if key.split("_")[0] in uids)
+        keys = sorted(key for key in self.partitions[partition_id] if replay_buffer_uid(key) in uids)
         if not keys:
             return []
         data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["rm_scores", "extra_fields"])
         groups: dict[str, FinishedGroup] = {}
         for key, scores, extra in zip(keys, data["rm_scores"], list(data["extra_fields"])):
-            uid = key.split("_")[0]
+            uid = replay_buffer_uid(key)
             group = groups.setdefault(uid, FinishedGroup(uid, [], [], trained))
             group.rewards.append(float(scores.sum().item()))
             extra = getattr(extra, "data", extra)

@@ -9,12 +9,15 @@ import os
 import uuid
 
 import numpy as np
-from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils import tensordict_utils as tu
 from verl.utils.dataset.rl_dataset import collate_fn
 
+from reasonrl.compat.verl import sync_trainer_base
 from reasonrl.bridges.verl_trainer import build_callbacks, callback_state_path, check_single_actor_loss, single_prompt_source
 from reasonrl.state_io import digest, load_state, save_state
+
+
+PPOTrainerSync = sync_trainer_base()  # version-guarded: overrides verl internals (compat.verl.SYNC_TRAINER)
 
 
 class ReasonrlSyncTrainer(PPOTrainerSync):

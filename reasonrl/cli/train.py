@@ -52,6 +52,25 @@ def export_runtime_env(config: Any) -> None:
         os.environ.setdefault(str(key), str(value))
 
 
+class UpstreamOutOfRange(RuntimeError):
+    """A piece of reasonrl the run needs reaches an upstream internal on a version it was not written for."""
+
+
+def check_upstream_versions(config: Any) -> None:
+    """Stop before any work when the run needs a reasonrl piece that reaches into an upstream
+    version outside the range it was written for (``reasonrl.compat``): one line per piece.
+    ``REASONRL_ALLOW_UNTESTED_UPSTREAM=1`` prints the lines and goes on."""
+    from reasonrl.compat import ALLOW_ENV, startup_problems
+
+    problems = startup_problems(config)
+    if not problems:
+        return
+    if os.environ.get(ALLOW_ENV) == "1":
+        print("\n".join(f"{line} ({ALLOW_ENV}=1: going on)" for line in problems), file=sys.stderr, flush=True)
+        return
+    raise UpstreamOutOfRange("\n".join(problems) + f"\nInstall versions in those ranges, or set {ALLOW_ENV}=1 to try anyway.")
+
+
 def check_verl_bridge() -> None:
     """Import verl and make sure reasonrl's bridge ran and every plugin loaded."""
     import verl  # noqa: F401  (runs the verl.plugins entry points, ours included)
@@ -118,22 +137,23 @@ def run_training(config: Any) -> None:
     from reasonrl.progress import ProgressDisplay, summary_lines
 
     validate_config(config)
+    check_upstream_versions(config)
     run_prepare_step(config)
     metrics_path = pin_run_paths(config)
     export_runtime_env(config)
     check_verl_bridge()
-    from verl.trainer.main_ppo import main as verl_main
+    from reasonrl.compat.verl import run_main_ppo
 
     if metrics_path is None:
-        verl_main.__wrapped__(config)
+        run_main_ppo(config)
         return
     outcome = "failed"
     display = ProgressDisplay(metrics_path, total_steps=config.trainer.total_training_steps or 0)
     try:
         with display:
-            # verl's `main` is a @hydra.main function; __wrapped__ is its body (device
-            # selection, verl's own validation, Ray start, TaskRunner) without a second Hydra run.
-            verl_main.__wrapped__(config)
+            # verl's `main` body (device selection, verl's own validation, Ray start,
+            # TaskRunner) without a second Hydra run.
+            run_main_ppo(config)
         outcome = "finished"
     except KeyboardInterrupt:
         outcome = "interrupted (the same command resumes from the last checkpoint)"
@@ -186,9 +206,9 @@ def _skips_precheck(args: argparse.Namespace) -> bool:
 
 def main(argv: list[str]) -> int:
     """Entry for ``reasonrl train``; returns the process exit code."""
-    from hydra._internal.utils import get_args_parser  # Hydra's own CLI grammar
+    from reasonrl.compat.hydra import hydra_args_parser  # Hydra's own CLI grammar
 
-    args = get_args_parser().parse_args(argv)
+    args = hydra_args_parser().parse_args(argv)
     if args.help and not any(o.startswith("recipe=") for o in args.overrides):
         print(usage())
         return 0
@@ -200,9 +220,15 @@ def main(argv: list[str]) -> int:
         from reasonrl.config import ConfigError
 
         try:
-            validate_config(compose_config(args.overrides))
+            config = compose_config(args.overrides)
+            validate_config(config)
         except (ConfigError, HydraException, OmegaConfBaseException) as exc:
             print(f"reasonrl train: invalid config: {exc}", file=sys.stderr)
+            return 2
+        try:
+            check_upstream_versions(config)
+        except UpstreamOutOfRange as exc:
+            print(f"{exc}", file=sys.stderr)
             return 2
     # Hydra's parser wants flags first, then all overrides (its positional list).
     flags = list(argv)

@@ -1,0 +1,123 @@
+"""verl internals reasonrl uses (verl 0.9.1), each behind its version guard.
+
+Accessors import verl only when called. Subclasses that override verl's private methods take
+their base class from here (:func:`sync_trainer_base`, :func:`replay_buffer_base`,
+:func:`sft_trainer_base`), so the version check runs where the subclass is built.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reasonrl.compat import Reach, config_value, declare, never
+
+VERL_0_9 = ">=0.9.1,<0.10"
+
+
+def _trainer_mode_is_ours(config: Any) -> bool:
+    return config_value(config, "trainer.v1.trainer_mode") == "reasonrl_sync"
+
+
+def _reporting_buffer_selected(config: Any) -> bool:
+    return "ReportingReplayBuffer" in str(config_value(config, "trainer.v1.sampler.custom_sampler.name") or "")
+
+
+def _cpu_platform(config: Any) -> bool:
+    return str(config_value(config, "ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM") or "") == "cpu"
+
+
+SYNC_TRAINER = declare(Reach(
+    name="verl.sync-trainer", package="verl", versions=VERL_0_9,
+    touches="PPOTrainerSync._build_replay_buffer/_next_train_batch (part of _fetch_one_gen_batch)/_compute_advantage/"
+            "_update_actor/_save_checkpoint/_load_checkpoint, the trainer_mode attribute",
+    used_by="trainer mode reasonrl_sync (plugin callbacks)",
+    public_hook="a trainer callback API (per-step hooks, prompt source, checkpoint state) in verl's v1 trainer",
+    needed=_trainer_mode_is_ours))
+
+REPLAY_BUFFER = declare(Reach(
+    name="verl.replay-buffer", package="verl", versions=VERL_0_9,
+    touches="ReplayBuffer._clear_groups/_materialize_batch, .partitions, the '<uid>_<index>' key format, "
+            "the constructor's DAPO arguments (sync_refill_failed_groups left at verl's default)",
+    used_by="ReportingReplayBuffer (finished groups for the sampling plugin)",
+    public_hook="a finished-group callback on verl's ReplayBuffer (groups trained, evicted by DAPO, discarded as surplus)",
+    needed=_reporting_buffer_selected))
+
+MAIN_PPO = declare(Reach(
+    name="verl.main-ppo-body", package="verl", versions=VERL_0_9,
+    touches="verl.trainer.main_ppo.main.__wrapped__ (the @hydra.main body)",
+    used_by="reasonrl train (runs verl's entry point on an already composed config)",
+    public_hook="a run_ppo(config) function beside main_ppo.main (verl has run_ppo, but without main's device and validation set-up)"))
+
+POLICY_LOSS_CONFIG = declare(Reach(
+    name="verl.policy-loss-config", package="verl", versions=VERL_0_9,
+    touches="PolicyLossConfig._mutable_fields",
+    used_by="objectives plugin (the ε_pos_high schedule writes eps_pos_high each step)",
+    public_hook="a public way to declare a config subclass's mutable fields"))
+
+ENGINE_REGISTRY = declare(Reach(
+    name="verl.engine-registry", package="verl", versions=VERL_0_9,
+    touches="EngineRegistry._engines (is this engine already registered for this device?)",
+    used_by="cpu_platform plugin (verl's FSDP engines on device 'cpu')",
+    public_hook="EngineRegistry.get(model_type, backend, device) without raising, or device-agnostic registration",
+    needed=_cpu_platform))
+
+SFT_TRAINER = declare(Reach(
+    name="verl.sft-trainer", package="verl", versions=VERL_0_9,
+    touches="SFTTrainer._build_engine, engine.forward_backward_batch (wrapped for per-depth MTP target counts)",
+    used_by="mtp plugin, verl's SFT trainer with the MTP loss (python -m reasonrl.plugins.mtp.verl_sft)",
+    public_hook="a loss-function hook in SFTTrainer that receives the global batch's token counts",
+    needed=never))
+
+
+def sync_trainer_base() -> type:
+    """verl's ``PPOTrainerSync`` (trainer mode ``reasonrl_sync`` subclasses it)."""
+    SYNC_TRAINER.require()
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    return PPOTrainerSync
+
+
+def replay_buffer_base() -> type:
+    """verl's sync ``ReplayBuffer`` (``ReportingReplayBuffer`` subclasses it)."""
+    REPLAY_BUFFER.require()
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+    return ReplayBuffer
+
+
+def replay_buffer_uid(key: str) -> str:
+    """The prompt group (uid) of a replay-buffer key (verl 0.9.1: ``<uid>_<response index>``)."""
+    return key.split("_")[0]
+
+
+def sft_trainer_base() -> type:
+    """verl's ``SFTTrainer`` (the MTP SFT trainer subclasses it)."""
+    SFT_TRAINER.require()
+    from verl.trainer.sft_trainer import SFTTrainer
+
+    return SFTTrainer
+
+
+def run_main_ppo(config: Any) -> None:
+    """verl's ``main_ppo.main`` body (device selection, verl's validation, Ray start, TaskRunner)
+    on a composed config, without a second Hydra run."""
+    MAIN_PPO.require()
+    from verl.trainer.main_ppo import main
+
+    main.__wrapped__(config)
+
+
+def policy_loss_mutable_fields() -> frozenset:
+    """``PolicyLossConfig``'s fields that may change after construction."""
+    POLICY_LOSS_CONFIG.require()
+    from verl.workers.config import PolicyLossConfig
+
+    return frozenset(PolicyLossConfig._mutable_fields)
+
+
+def engine_registered(model_type: str, backend: str, device: str) -> Any:
+    """The engine class verl's ``EngineRegistry`` holds for the triple, or None."""
+    ENGINE_REGISTRY.require()
+    from verl.workers.engine.base import EngineRegistry
+
+    return EngineRegistry._engines.get(model_type, {}).get(backend, {}).get(device)
