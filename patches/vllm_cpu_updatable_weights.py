@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import os
 
+from reasonrl.compat.vllm import cpu_build_missing
 from reasonrl.patching import Patch
 
 #: The environment that selects this behaviour (set by the cpu_tiny preset in every Ray worker;
@@ -61,4 +62,5 @@ PATCH = Patch(
     upstream_issue="vLLM CPU backend: packed linear layers cannot take in-place weight updates (no upstream issue filed yet)",
     apply=_apply,
     trigger="vllm",
+    when=cpu_build_missing,
 )

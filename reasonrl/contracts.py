@@ -24,6 +24,9 @@ class Registration:
 
     ``apply`` performs the registration (the upstream import happens inside it). It must be
     idempotent: bridges may run it in many processes and, in one process, more than once.
+    ``when`` (optional, cheap, no upstream import needed) returns None where the registration
+    applies in this process, else the reason it does not (shown by ``reasonrl plugins``): e.g. a
+    replacement of an upstream class made only for runs that asked for it.
     """
 
     upstream: str
@@ -31,6 +34,10 @@ class Registration:
     name: str
     apply: Callable[[], Any]
     description: str = ""
+    when: Callable[[], str | None] | None = None
+
+    def skip_reason(self) -> str | None:
+        return self.when() if self.when is not None else None
 
     def __post_init__(self) -> None:
         if self.upstream not in UPSTREAMS:

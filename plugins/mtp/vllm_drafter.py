@@ -30,15 +30,26 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+from reasonrl.compat.vllm import attention_boundaries, block_table
+
 #: entries of (label s-1 → per-layer outputs) kept for requests between rounds
 MAX_CARRIED = 65536
 
 
-def register_with_vllm() -> None:
-    """``MiMoMTPModel`` (vLLM's MiMo drafter architecture) → :class:`MiMoMultiLayerMTP`."""
+def register_with_vllm() -> str | None:
+    """``MiMoMTPModel`` (vLLM's MiMo drafter architecture) → :class:`MiMoMultiLayerMTP`, only where
+    reasonrl's MTP drafting is on (``REASONRL_MTP_DRAFTER``, set for the run's Ray workers by
+    ``+reasonrl/mtp=mimo``) and vLLM is the version the drafter is written for; every other vLLM
+    process of the environment keeps vLLM's own class. Returns why it did not register, or None."""
+    from reasonrl.compat.vllm import mtp_drafter_active
+
+    reason = mtp_drafter_active()
+    if reason is not None:
+        return reason
     from vllm import ModelRegistry
 
     ModelRegistry.register_model("MiMoMTPModel", "reasonrl.plugins.mtp.vllm_drafter:MiMoMultiLayerMTP")
+    return None
 
 
 class MTPDrafterLayer(nn.Module):
@@ -141,8 +152,7 @@ class MiMoMultiLayerMTP(nn.Module):
             self._announced = True
             logging.getLogger(__name__).warning("reasonrl MiMoMultiLayerMTP: drafting with %d MTP layer(s), layer k drafts token k", self.depth)
         layers = self.model.mtp_layers
-        count = int(metadata.num_actual_tokens)
-        starts = metadata.query_start_loc[:-1].long()
+        count, starts, slot_mapping = attention_boundaries(metadata)
         boundary = self._take_boundary(positions, starts, metadata, target_hidden)
         outputs = [layers[0](embeddings, positions, target_hidden)]
         for depth in range(1, self.depth):
@@ -151,7 +161,7 @@ class MiMoMultiLayerMTP(nn.Module):
             outputs.append(layers[depth](embeddings, positions, shifted))
         stacked = torch.stack(outputs, 1)  # [tokens, depths, H]
         sampled = sample_indices.long()
-        self._keep_boundary(metadata.slot_mapping[:count][sampled], stacked[sampled, :-1])
+        self._keep_boundary(slot_mapping[:count][sampled], stacked[sampled, :-1])
         self._carry = stacked[sampled]
         self._logits_layer = 0
         self._step = 1 if self.depth > 1 else None
@@ -159,7 +169,7 @@ class MiMoMultiLayerMTP(nn.Module):
 
     def _slot_of(self, positions: torch.Tensor, metadata) -> torch.Tensor:
         rows = torch.arange(positions.shape[0], device=positions.device)
-        blocks = metadata.block_table_tensor[rows, torch.div(positions, self.block_size, rounding_mode="floor")]
+        blocks = block_table(metadata)[rows, torch.div(positions, self.block_size, rounding_mode="floor")]
         return blocks.long() * self.block_size + positions % self.block_size
 
     def _take_boundary(self, positions, starts, metadata, like) -> torch.Tensor:
@@ -187,23 +197,44 @@ class MiMoMultiLayerMTP(nn.Module):
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
         """MiMo's Hugging Face names (``model.mtp_layers.{k}.self_attn.q_proj.weight`` ...); the rest
-        of a full checkpoint (or of an RL weight sync) is skipped."""
-        from vllm.model_executor.models.utils import AutoWeightsLoader, WeightsMapper
+        of a full checkpoint (or of an RL weight sync) is skipped. An explicit stacked-parameter
+        loop (q/k/v into ``qkv_proj``, gate/up into ``gate_up_proj``): vLLM 0.24's ``WeightsMapper``
+        has no stacked mapping, and the layers' ``weight_loader(param, weight, shard)`` is the same
+        in 0.24 and 0.32."""
+        from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 
-        mapper = WeightsMapper(
-            orig_to_new_substr={".self_attn.": ".mtp_block.self_attn.", ".mlp.": ".mtp_block.mlp.",
-                                ".input_layernorm.": ".mtp_block.input_layernorm.", ".post_attention_layernorm.": ".mtp_block.post_attention_layernorm."},
-            orig_to_new_stacked={".q_proj": (".qkv_proj", "q"), ".k_proj": (".qkv_proj", "k"), ".v_proj": (".qkv_proj", "v"),
-                                 ".gate_proj": (".gate_up_proj", 0), ".up_proj": (".gate_up_proj", 1)},
-        )
-        pattern = re.compile(r"^model\.mtp_layers\.(\d+)\.")
+        parameters = dict(self.named_parameters())
+        loaded: set[str] = set()
+        for name, tensor in weights:
+            match = LAYER_NAME.match(name)
+            if match and int(match.group(1)) < self.depth:
+                name = _in_block(name)
+            elif name not in ("model.embed_tokens.weight", "lm_head.weight"):
+                continue
+            for checkpoint_part, stacked_part, shard in STACKED_PARAMETERS:
+                if checkpoint_part in name:
+                    target = parameters[name.replace(checkpoint_part, stacked_part)]
+                    target.weight_loader(target, tensor, shard)
+                    loaded.add(name.replace(checkpoint_part, stacked_part))
+                    break
+            else:
+                if name not in parameters:
+                    continue  # e.g. a rotary inv_freq buffer
+                target = parameters[name]
+                getattr(target, "weight_loader", default_weight_loader)(target, tensor)
+                loaded.add(name)
+        return loaded
 
-        def drafter_weights():
-            for name, tensor in weights:
-                match = pattern.match(name)
-                if match and int(match.group(1)) < self.depth:
-                    yield name, tensor
-                elif name in ("model.embed_tokens.weight", "lm_head.weight"):
-                    yield name, tensor
 
-        return AutoWeightsLoader(self).load_weights(drafter_weights(), mapper=mapper)
+#: an MTP layer's checkpoint names; the block's parts sit under ``mtp_block`` in the module
+LAYER_NAME = re.compile(r"^model\.mtp_layers\.(\d+)\.")
+BLOCK_PARTS = (".self_attn.", ".mlp.", ".input_layernorm.", ".post_attention_layernorm.")
+STACKED_PARAMETERS = ((".q_proj.", ".qkv_proj.", "q"), (".k_proj.", ".qkv_proj.", "k"), (".v_proj.", ".qkv_proj.", "v"),
+                      (".gate_proj.", ".gate_up_proj.", 0), (".up_proj.", ".gate_up_proj.", 1))
+
+
+def _in_block(name: str) -> str:
+    for part in BLOCK_PARTS:
+        if part in name:
+            return name.replace(part, ".mtp_block" + part, 1)
+    return name

@@ -23,6 +23,7 @@ class BridgeStatus:
     ran: bool = False
     applied: list[tuple[str, Registration]] = field(default_factory=list)
     failed: list[tuple[str, Registration]] = field(default_factory=list)
+    skipped: list[tuple[str, Registration, str]] = field(default_factory=list)  # (plugin, registration, why)
     patches: dict[str, PatchStatus] = field(default_factory=dict)
 
 
@@ -51,6 +52,10 @@ def run_bridge(upstream: str) -> BridgeStatus:
     status.patches = apply_patches_for(upstream)
     for plugin, registration in declared_registrations(upstream):
         try:
+            reason = registration.skip_reason()
+            if reason is not None:
+                status.skipped.append((plugin, registration, reason))
+                continue
             registration.apply()
         except Exception as exc:
             status.failed.append((plugin, registration))

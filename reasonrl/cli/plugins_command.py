@@ -41,7 +41,8 @@ def collect_report(load_verl: bool = True) -> dict[str, Any]:
     from reasonrl.api import config_groups
     from reasonrl.bridges import STATUS, declared_registrations
     from reasonrl.manager import call_each, get_plugin_manager, load_errors
-    from reasonrl.patching import declared_patches, patch_status
+    from reasonrl.compat import report_rows
+    from reasonrl.patching import assess_patch, declared_patches, patch_reason, patch_status
 
     if load_verl:
         try:
@@ -59,13 +60,18 @@ def collect_report(load_verl: bool = True) -> dict[str, Any]:
     for upstream in ("verl", "vllm"):
         done = {(p, r.kind, r.name): "registered" for p, r in STATUS[upstream].applied}
         done.update({(p, r.kind, r.name): "failed" for p, r in STATUS[upstream].failed})
+        skipped = {(p, r.kind, r.name): why for p, r, why in STATUS[upstream].skipped}
         for name, registration in declared_registrations(upstream):
+            key = (name, registration.kind, registration.name)
+            reason = skipped.get(key) if STATUS[upstream].ran else registration.skip_reason()
+            state = done.get(key) or ("not-applicable" if reason else "declared")
             plugins[name]["registrations"].append(
                 {
                     "upstream": upstream,
                     "kind": registration.kind,
                     "name": registration.name,
-                    "state": done.get((name, registration.kind, registration.name), "declared"),
+                    "state": state,
+                    "reason": reason or "",
                     "description": registration.description,
                 }
             )
@@ -83,8 +89,11 @@ def collect_report(load_verl: bool = True) -> dict[str, Any]:
     patches = []
     for name, patch in declared_patches():
         plugins[name]["patches"].append(patch.name)
+        status, reason = patch_status(patch.name), patch_reason(patch.name)
+        if status == "pending":  # not tried in this process (vLLM patches run in vLLM's processes): what it would do
+            status, reason = assess_patch(patch)
         patches.append(
-            {"name": patch.name, "plugin": name, "package": patch.package, "versions": patch.versions, "installed": patch.installed_version(), "status": patch_status(patch.name), "trigger": patch.trigger, "changes": patch.changes, "upstream_issue": patch.upstream_issue}
+            {"name": patch.name, "plugin": name, "package": patch.package, "versions": patch.versions, "installed": patch.installed_version(), "status": status, "reason": reason, "trigger": patch.trigger, "changes": patch.changes, "upstream_issue": patch.upstream_issue}
         )
     return {
         "upstream": upstream_versions(),
@@ -92,6 +101,7 @@ def collect_report(load_verl: bool = True) -> dict[str, Any]:
         "plugins": plugins,
         "config_groups": sorted(groups),
         "patches": patches,
+        "upstream_internals": report_rows(),
         "errors": [{"plugin": e.plugin, "where": e.where, "error": e.error} for e in load_errors()],
     }
 
@@ -110,16 +120,21 @@ def print_report(report: dict[str, Any]) -> None:
         if plugin["reports"]:
             print(f"      implements: {', '.join(plugin['reports'])}")
         for reg in plugin["registrations"]:
-            print(f"      {reg['upstream']:<5} {reg['kind']:<14} {reg['name']:<20} {reg['state']}")
+            print(f"      {reg['upstream']:<5} {reg['kind']:<14} {reg['name']:<20} {reg['state']}" + (f" ({reg['reason']})" if reg["reason"] else ""))
         for label, key in (("config", "config_groups"), ("megatron specs", "megatron_layer_specs"), ("commands", "cli_commands"), ("benchmarks", "benchmarks"), ("trainer callbacks", "trainer_callbacks"), ("patches", "patches")):
             if plugin[key]:
                 print(f"      {label}: {', '.join(plugin[key])}")
     print(f"\nPatches ({len(report['patches'])}):")
     for patch in report["patches"]:
-        print(f"  {patch['name']}: {patch['package']}{patch['versions']} (installed {patch['installed']}) -> {patch['status']}; works around {patch['upstream_issue']}")
+        print(f"  {patch['name']}: {patch['package']}{patch['versions']} (installed {patch['installed']}) -> {patch['status']}"
+              + (f" ({patch['reason']})" if patch["reason"] and patch["status"] != "would-apply" else "") + f"; works around {patch['upstream_issue']}")
         print(f"      {patch['changes']}")
     if not report["patches"]:
         print("  none")
+    rows = report["upstream_internals"]
+    print(f"\nUpstream internals reached ({len(rows)}, reasonrl/compat; outside a range a run that needs one stops at start-up):")
+    for row in rows:
+        print(f"  {row['name']:<36} {row['package'] + row['versions']:<30} installed {row['installed'] or '-':<12} {row['state']}")
     print(f"\nLoad errors ({len(report['errors'])}):")
     for error in report["errors"]:
         print(f"  {error['plugin']} ({error['where']}): {error['error']}")
