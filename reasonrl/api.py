@@ -1,4 +1,11 @@
-"""Public facade for code that uses reasonrl without the CLI (scripts, tests, other trainers)."""
+"""Public facade for code that uses reasonrl without the CLI (scripts, tests, other trainers).
+
+The core's own functions are defined here. Techniques' functions (``math_reward``,
+``calibrate_difficulty``, ``test_difficulty_reward``, ``build_sampler``, ``solve_architecture``,
+...) are offered by their plugins through the ``reasonrl_api_functions`` hook and resolved on
+first use: ``reasonrl.api.math_reward`` *is* the rewards plugin's function, so the names stay
+stable while the core names no technique. ``reasonrl.api.functions()`` lists them by plugin.
+"""
 
 from __future__ import annotations
 
@@ -44,56 +51,30 @@ def megatron_layer_spec(name: str, **kwargs: Any) -> Any:
     return builders[name](**kwargs)
 
 
-def calibrate_difficulty(verdicts, levels: int = 3, level_scores=None):
-    """MiMo §3.3.1 calibration of one problem from a solutions × tests matrix of booleans:
-    tests clustered by pass rate into ``levels`` levels, easiest first (rewards plugin)."""
-    from reasonrl.plugins.rewards.difficulty import calibrate
-
-    return calibrate(verdicts, levels=levels, level_scores=level_scores)
-
-
-def test_difficulty_reward(passed, calibration, scheme: str = "strict") -> float:
-    """One solution's test-difficulty reward: ``scheme`` ∈ {strict, soft, all_or_nothing};
-    ``calibration`` is what :func:`calibrate_difficulty` returned (or its JSON)."""
-    from reasonrl.plugins.rewards.difficulty import TestDifficulty, reward
-
-    if isinstance(calibration, dict):
-        calibration = TestDifficulty.from_json(calibration)
-    return reward(passed, calibration, scheme)
+def functions() -> dict[str, tuple[str, Callable[..., Any]]]:
+    """Every plugin-provided facade: ``name -> (plugin, function)``; a name offered twice is an error."""
+    offered: dict[str, tuple[str, Callable[..., Any]]] = {}
+    for plugin, declared in call_each("reasonrl_api_functions"):
+        for name, function in declared.items():
+            if name in offered or name in _CORE:
+                owner = offered[name][0] if name in offered else "reasonrl"
+                raise ValueError(f"reasonrl.api.{name} offered by plugin {plugin!r} and by {owner!r}")
+            offered[name] = (plugin, function)
+    return offered
 
 
-test_difficulty_reward.__test__ = False  # a facade, not a pytest test
+_CORE = frozenset({"config_groups", "validate_config", "megatron_layer_spec", "functions"})
 
 
-def math_reward(response: str, gold: str) -> float:
-    """MiMo's math reward (rewards plugin, SPEC §2): 1.0 if the response's final answer (after
-    ``</think>``) is equivalent to ``gold`` under Math-Verify, else 0.0. Graded in this
-    process's pool of worker processes with a hard per-answer time bound on any thread
-    (``reasonrl.rewards.math_timeout_s``, 5 s by default): an answer that cannot be graded in
-    time, or that breaks the verifier, scores 0.0. The reward manager grades through the same
-    path (``verify_math``), so in a reward worker both share one pool and its settings."""
-    from reasonrl.plugins.rewards.math_reward import math_reward as grade
-
-    return grade(response, gold)
+def __getattr__(name: str) -> Callable[..., Any]:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    found = functions().get(name)
+    if found is None:
+        raise AttributeError(f"reasonrl.api has no {name!r}: no installed plugin offers it (reasonrl_api_functions)")
+    globals()[name] = found[1]  # resolved once per process
+    return found[1]
 
 
-def build_sampler(name, prompt_ids, **options):
-    """A prompt sampler (sampling plugin, SPEC §3). ``name``: ``dynamic``, ``easy_pool``,
-    ``curriculum``, ``prioritized``, ``gaussian_curriculum``, ``difficulty_filter``, or a list
-    of them in pipeline order; ``options``: ``seed``, ``alpha``, ``pace_steps``, ... (the
-    ``reasonrl.sampling`` knobs) and per-prompt ``pass_rates`` / ``difficulty``. The result
-    has ``sample(batch_size)``, ``update({prompt id: [scores in 0..1]})``, ``metrics()``,
-    ``state_dict()`` and ``load_state_dict(state)``. Bad options raise ConfigError naming the key."""
-    from reasonrl.plugins.sampling.sampler import build_sampler as build
-
-    return build(name, prompt_ids, **options)
-
-
-def solve_architecture(quality, resources, budgets):
-    """Puzzle's search (puzzle plugin, Llama-Nemotron §2): the variant index per layer that
-    minimises the summed ``quality`` cost (layers × variants; ``numpy.inf`` = not allowed) with
-    every ``resources[name]`` (layers × variants) summing to at most ``budgets[name]``. Exact
-    (HiGHS MILP); raises ``InfeasibleBudget`` (a ValueError) when no choice fits."""
-    from reasonrl.plugins.puzzle.search import solve
-
-    return solve(quality, resources, budgets).choice.tolist()
+def __dir__() -> list[str]:
+    return sorted({*globals(), *functions()})

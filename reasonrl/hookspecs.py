@@ -120,6 +120,15 @@ def reasonrl_trainer_callbacks() -> list[TrainerCallback]:
     :class:`~reasonrl.contracts.TrainerCallback`."""
 
 
+@hookspec
+def reasonrl_api_functions() -> dict[str, Callable[..., Any]]:
+    """Public functions the plugin offers as ``reasonrl.api.<name>`` (a technique's facade, e.g.
+    ``math_reward``): ``name -> function``. The core names no technique; :mod:`reasonrl.api`
+    resolves these names on first use. Names are global and must be stable: code outside
+    reasonrl calls them. The function itself must be the one the plugin's own adapters use.
+    """
+
+
 #: The hooks that take no argument and only declare what a plugin contributes.
 DECLARATION_HOOKS = (
     "reasonrl_plugin_info",
@@ -132,4 +141,5 @@ DECLARATION_HOOKS = (
     "reasonrl_cli_commands",
     "reasonrl_benchmarks",
     "reasonrl_trainer_callbacks",
+    "reasonrl_api_functions",
 )

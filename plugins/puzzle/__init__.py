@@ -53,3 +53,10 @@ def reasonrl_benchmarks() -> list[CliCommand]:
     from reasonrl.plugins.puzzle.bench import BENCHMARK
 
     return [BENCHMARK]
+
+
+@hookimpl
+def reasonrl_api_functions():
+    from reasonrl.plugins.puzzle.facades import solve_architecture
+
+    return {"solve_architecture": solve_architecture}

@@ -105,3 +105,10 @@ def reasonrl_benchmarks() -> list[CliCommand]:
     from reasonrl.plugins.rewards.judge.bench import BENCHMARK
 
     return [BENCHMARK]
+
+
+@hookimpl
+def reasonrl_api_functions():
+    from reasonrl.plugins.rewards.facades import FUNCTIONS
+
+    return dict(FUNCTIONS)

@@ -24,8 +24,12 @@ def verify_math(response: str, gold: str) -> MathOutcome:
 
 
 def math_reward(response: str, gold: str) -> float:
-    """1.0 if the response's final answer is equivalent to ``gold`` (Math-Verify), else 0.0;
-    0.0 also when grading ran out of time or failed (bounded on any thread)."""
+    """MiMo's math reward (SPEC §2; ``reasonrl.api.math_reward``): 1.0 if the response's final
+    answer (after ``</think>``) is equivalent to ``gold`` under Math-Verify, else 0.0. Graded in
+    this process's pool of worker processes with a hard per-answer time bound on any thread
+    (``reasonrl.rewards.math_timeout_s``, 5 s by default): an answer that cannot be graded in
+    time, or that breaks the verifier, scores 0.0. The reward manager grades through the same
+    path (:func:`verify_math`), so in a reward worker both share one pool and its settings."""
     return verify_math(response, gold).score
 
 

