@@ -69,3 +69,29 @@ def test_one_main_job_step_training_the_mtp_layers_on_the_fsdp_actor(tmp_path, r
     after = torch.load(run_dir / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False)
     full = {name: (tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor) for name, tensor in after.items()}
     assert not torch.equal(full["model.mtp_layers.0.input_proj.weight"], before["model.mtp_layers.0.input_proj.weight"])  # trained
+
+
+def test_eps_schedule_trained_mtp_layers_and_the_longcat_loss_compose_in_one_step(tmp_path, run_tag):
+    """Issue 20: three plugins change the actor's loss in one run — the objectives plugin's
+    ε_pos_high schedule (a per-step config value), the mtp plugin's trained MTP layers (an additive
+    λ·mean_k L^k) and LongCat's triplet-clipping loss (verl's policy-loss registry). One composed
+    loss in the actor workers: each term's metric is logged by the worker, the MTP layer trains."""
+    model = smoke_mimo(tmp_path)
+    run_dir, log = tmp_path / "run", tmp_path / "train.log"
+    schedule = ["reasonrl.objective.eps_pos_high=0.25", "reasonrl.objective.eps_pos_high_schedule=linear", "reasonrl.objective.eps_pos_high_end=0.3",
+                "reasonrl.objective.eps_pos_high_steps=4"]
+    overrides = ["+reasonrl/mtp=mimo", "reasonrl.mtp.train=true", f"actor_rollout_ref.model.path={model}", "trainer.total_training_steps=1",
+                 "trainer.val_before_train=false", "trainer.test_freq=-1", *schedule]
+    result = run_to_end(train_args("longcat", run_dir, *overrides), run_tag, log)
+    assert result.returncode == 0, tail(log)
+    (steps,) = launch_metrics(run_dir)
+    assert_steps_trained(steps, range(1, 2), log)
+    step = steps[1]
+    assert abs(step["actor/eps_pos_high"] - 0.25) < 1e-9  # the trainer's schedule
+    assert abs(step["actor/longcat/eps_pos_high"] - 0.25) < 1e-9, "the value LongCat's loss used in the worker"
+    assert math.isfinite(step["actor/mtp_1_loss"]) and step["actor/mtp_1_loss"] > 0, tail(log)
+    before = load_file(model / "model.safetensors")
+    after = torch.load(run_dir / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False)
+    trained = after["model.mtp_layers.0.input_proj.weight"]
+    trained = trained.full_tensor() if hasattr(trained, "full_tensor") else trained
+    assert not torch.equal(trained, before["model.mtp_layers.0.input_proj.weight"])

@@ -96,8 +96,11 @@ class TrainerCallback:
       resolves them, trained or not (needs reasonrl's ``ReportingReplayBuffer`` as
       ``trainer.v1.sampler.custom_sampler``): ``FinishedGroup`` records with ``row`` (the
       dataset row), ``rewards``, ``reward_extra_info`` and ``trained``;
-    - ``replaces_actor_loss = True``: the callback installs the actor's loss function
-      (``trainer.actor_rollout_wg.set_loss_fn`` in ``on_init_end``); at most one per run;
+    - ``actor_loss_term() -> term``: a term of the actor's loss (``adjust_config(config, data)``
+      for per-step values on verl's loss config, ``loss(config, model_output, data, metrics)``
+      for an additive, already weighted term, ``on_worker()``); the trainer composes every
+      callback's term with verl's own ``ppo_loss`` into one loss
+      (``reasonrl/bridges/verl_actor_loss.py``) — no callback replaces the loss;
     - ``state_dict()`` / ``load_state_dict(state)``: saved in verl's checkpoint folder
       (``global_step_<n>/reasonrl/<name>.npz``, numpy arrays and JSON scalars) before verl
       marks the checkpoint complete, restored after ``on_init_end`` on resume.

@@ -57,14 +57,17 @@ def test_only_callbacks_that_accept_the_run_are_built(isolated_plugins):
     assert build_callbacks({"x": 1}) == [("wanted", ("built", 1))]
 
 
-def test_two_callbacks_installing_the_actor_loss_stop_the_run():
+def test_callbacks_that_change_the_actor_loss_compose_into_one_loss():
+    """Each offers a term; the trainer installs one composed loss (no callback replaces it)."""
     from types import SimpleNamespace
 
-    import pytest
+    from reasonrl.bridges import verl_actor_loss
 
-    from reasonrl.bridges.verl_trainer import check_single_actor_loss
-
-    installs = SimpleNamespace(replaces_actor_loss=True)
-    check_single_actor_loss([("a", installs), ("b", SimpleNamespace())])
-    with pytest.raises(RuntimeError, match=r"\['a', 'c'\] each install the actor's loss function"):
-        check_single_actor_loss([("a", installs), ("b", SimpleNamespace()), ("c", installs)])
+    installed = []
+    trainer = SimpleNamespace(config=SimpleNamespace(actor_rollout_ref=SimpleNamespace(actor={"strategy": "fsdp"})),
+                              actor_rollout_wg=SimpleNamespace(set_loss_fn=installed.append))
+    first, second = SimpleNamespace(adjust_config=lambda config, data: None), SimpleNamespace(loss=lambda *args: (0.0, {}))
+    callbacks = [("a", SimpleNamespace(actor_loss_term=lambda: first)), ("b", SimpleNamespace()), ("c", SimpleNamespace(actor_loss_term=lambda: second))]
+    loss = verl_actor_loss.install(trainer, callbacks)
+    assert installed == [loss] and loss.terms == [("a", first), ("c", second)]
+    assert verl_actor_loss.install(trainer, [("b", SimpleNamespace())]) is None and len(installed) == 1  # verl's own loss stays

@@ -2,14 +2,15 @@
 
 verl's loss runs in the actor workers and reads its clip bounds from a frozen actor config,
 so a per-step value needs a path from the trainer to the loss. It goes through reasonrl's
-trainer mode ``reasonrl_sync`` (a :class:`~reasonrl.contracts.TrainerCallback`) and the
-actor workers' own ``set_loss_fn`` — no patch:
+trainer mode ``reasonrl_sync`` (a :class:`~reasonrl.contracts.TrainerCallback`) and its one
+composed actor loss (``reasonrl/bridges/verl_actor_loss.py``) — no patch, and no loss of its own:
 
 - before each actor update the callback puts the step's ε_pos_high into the batch's
   ``extra_info`` (verl hands those entries to the loss with the data) and logs it as
   ``actor/eps_pos_high``;
-- :class:`ScheduledPPOLoss`, installed once in the actor workers, wraps verl's own
-  ``ppo_loss`` and copies that value into ``policy_loss.eps_pos_high`` (read by ``longcat``).
+- its actor-loss term (:class:`EpsPosHighTerm`) copies that value into
+  ``policy_loss.eps_pos_high`` (read by ``longcat``) before verl's ``ppo_loss`` runs, beside
+  whatever other terms the run composes (trained MTP layers, ...).
 
 The step is verl's ``global_steps``, restored from checkpoints, so a resumed run continues
 the schedule where it stopped.
@@ -24,38 +25,23 @@ from reasonrl.plugins.objectives.schedule import EpsSchedule
 STEP_VALUE_KEY = "reasonrl_eps_pos_high"
 
 
-class ScheduledPPOLoss:
-    """verl's ``ppo_loss`` with ``policy_loss.eps_pos_high`` taken from the batch.
+class EpsPosHighTerm:
+    """Actor-loss term: ``policy_loss.eps_pos_high`` = the step's scheduled value (from the batch)."""
 
-    Holds the actor config (OmegaConf) and converts it the way verl's worker does
-    (``omega_conf_to_dataclass``), in the worker, on first use.
-    """
-
-    def __init__(self, actor_config: Any) -> None:
-        self.actor_config = actor_config
-        self._config = None
-
-    def __call__(self, model_output, data, dp_group=None):
+    def adjust_config(self, config, data) -> None:
         from verl.utils import tensordict_utils as tu
-        from verl.utils.config import omega_conf_to_dataclass
-        from verl.workers.utils.losses import ppo_loss
 
-        if self._config is None:
-            self._config = omega_conf_to_dataclass(self.actor_config)
         value = tu.get_non_tensor_data(data, STEP_VALUE_KEY, None)
         if value is not None:
-            self._config.policy_loss.eps_pos_high = float(value)
-        return ppo_loss(self._config, model_output, data, dp_group)
+            config.policy_loss.eps_pos_high = float(value)
 
 
 class EpsScheduleCallback:
-    replaces_actor_loss = True
-
     def __init__(self, schedule: EpsSchedule) -> None:
         self.schedule = schedule
 
-    def on_init_end(self, trainer) -> None:
-        trainer.actor_rollout_wg.set_loss_fn(ScheduledPPOLoss(trainer.config.actor_rollout_ref.actor))
+    def actor_loss_term(self) -> EpsPosHighTerm:
+        return EpsPosHighTerm()
 
     def before_actor_update(self, trainer, extra_info: dict, metrics: dict) -> None:
         value = self.schedule.value(trainer.global_steps)

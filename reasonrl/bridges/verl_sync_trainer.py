@@ -13,7 +13,8 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.dataset.rl_dataset import collate_fn
 
 from reasonrl.compat.verl import sync_trainer_base
-from reasonrl.bridges.verl_trainer import build_callbacks, callback_state_path, check_single_actor_loss, single_prompt_source
+from reasonrl.bridges import verl_actor_loss
+from reasonrl.bridges.verl_trainer import build_callbacks, callback_state_path, single_prompt_source
 from reasonrl.state_io import digest, load_state, save_state
 
 
@@ -33,7 +34,7 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
     def on_init_end(self):
         super().on_init_end()
         self.reasonrl_callbacks = build_callbacks(self.config)
-        check_single_actor_loss(self.reasonrl_callbacks)
+        self.actor_loss = verl_actor_loss.install(self, self.reasonrl_callbacks)  # one loss: verl's + every term
         self.prompt_source = single_prompt_source(self.reasonrl_callbacks)
         self.prompt_rows: dict[str, int] = {}
         for _name, callback in self.reasonrl_callbacks:

@@ -50,14 +50,6 @@ def register_when_imported() -> None:
     run_after_import(TRAINERS_PACKAGE, register)
 
 
-def check_single_actor_loss(callbacks: list[tuple[str, Any]]) -> None:
-    """At most one callback may install the actor's loss function (``replaces_actor_loss``):
-    with two, the last one installed would silently undo the other."""
-    owners = [name for name, callback in callbacks if getattr(callback, "replaces_actor_loss", False)]
-    if len(owners) > 1:
-        raise RuntimeError(f"reasonrl callbacks {owners} each install the actor's loss function: enable one")
-
-
 def single_prompt_source(callbacks: list[tuple[str, Any]]) -> Any:
     """The one callback that chooses the prompts (``next_prompts``), or None: verl's dataloader."""
     sources = [(name, callback) for name, callback in callbacks if hasattr(callback, "next_prompts")]

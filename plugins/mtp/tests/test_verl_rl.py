@@ -20,7 +20,8 @@ from verl.workers.utils.losses import ppo_loss
 from reasonrl.plugins.mtp import hf_model
 from reasonrl.plugins.mtp.hf_model import MiMoConfig, MiMoForCausalLM
 from reasonrl.plugins.mtp.tests.verl_layouts import engine_log_probs, nested
-from reasonrl.plugins.mtp.verl_rl import MTPPolicyLoss, MTPTrainingCallback, build
+from reasonrl.bridges.verl_actor_loss import ComposedActorLoss, actor_loss_terms
+from reasonrl.plugins.mtp.verl_rl import MTPLossTerm, MTPTrainingCallback, build
 
 SMALL = dict(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
 DEPTHS, WEIGHT = 3, 0.3
@@ -66,6 +67,11 @@ def actor_batch(model, packed: bool):
     return {"log_probs": nested(log_probs.split(lengths))}, data, sequences
 
 
+def composed(actor_config, *extra_terms):
+    """The run's actor loss as trainer mode reasonrl_sync installs it: verl's ppo_loss + the MTP term."""
+    return ComposedActorLoss(actor_config, [*extra_terms, ("mtp_training", MTPLossTerm(WEIGHT, DEPTHS))])
+
+
 def expected_mtp_term(model, sequences):
     """λ · mean_k Σ_sequences Σ_{response tokens t_j, j ≥ k+1} CE_k / (response tokens in the batch)."""
     sums = torch.zeros(DEPTHS)
@@ -78,7 +84,7 @@ def expected_mtp_term(model, sequences):
 
 @pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
 def test_the_actor_loss_is_verls_ppo_loss_plus_the_mtp_term(actor_config, armed_model, packed):
-    loss_fn = pickle.loads(pickle.dumps(MTPPolicyLoss(actor_config, WEIGHT, DEPTHS)))  # as verl's set_loss_fn delivers it: arms the models
+    loss_fn = pickle.loads(pickle.dumps(composed(actor_config)))  # as verl's set_loss_fn delivers it: arms the models
     assert MiMoForCausalLM.mtp_loss_depths == DEPTHS and MiMoForCausalLM.mtp_loss_only_with_grad
     model_output, data, sequences = actor_batch(armed_model, packed)
     got, metrics = loss_fn(model_output, data)
@@ -90,6 +96,42 @@ def test_the_actor_loss_is_verls_ppo_loss_plus_the_mtp_term(actor_config, armed_
     assert {f"actor/mtp_{k}_loss" for k in (1, 2, 3)} <= set(metrics)
     got.backward()
     assert all(layer.input_proj.weight.grad.abs().sum() > 0 for layer in armed_model.model.mtp_layers)
+
+
+class ClipHighTerm:
+    """A per-step config term like the ε_pos_high schedule's: clip_ratio_high from the batch."""
+
+    def adjust_config(self, config, data):
+        # verl's config fields are frozen; a real term declares its field mutable (the objectives
+        # plugin's policy_loss.eps_pos_high)
+        object.__setattr__(config, "clip_ratio_high", tu.get_non_tensor_data(data, "test_clip_high", None))
+
+
+def test_terms_compose_a_config_adjustment_and_an_additive_loss(actor_config, armed_model):
+    """Two plugins' terms in one loss: verl's ppo_loss on the config the first term adjusted (its
+    clipping changes the loss), plus the second term's λ·mean_k L^k."""
+    loss_fn = pickle.loads(pickle.dumps(composed(actor_config, ("clip_high", ClipHighTerm()))))
+    model_output, data, sequences = actor_batch(armed_model, packed=True)
+    tu.assign_non_tensor_data(data, "test_clip_high", 0.001)
+    got, metrics = loss_fn(model_output, data)
+    adjusted = omega_conf_to_dataclass(actor_config)
+    object.__setattr__(adjusted, "clip_ratio_high", 0.001)
+    plain, _ = ppo_loss(omega_conf_to_dataclass(actor_config), model_output, data)
+    clipped, _ = ppo_loss(adjusted, model_output, data)
+    assert not torch.allclose(plain, clipped)  # the adjustment matters for this batch
+    with torch.no_grad():
+        armed_model.mtp_loss_depths = 0
+        want = clipped + expected_mtp_term(armed_model, sequences)
+    torch.testing.assert_close(got, want)
+    assert "actor/mtp_1_loss" in metrics
+
+
+def test_callbacks_offer_terms_and_none_replaces_the_loss():
+    from types import SimpleNamespace
+
+    callbacks = [("mtp_training", MTPTrainingCallback(WEIGHT, DEPTHS)), ("other", SimpleNamespace()), ("none", SimpleNamespace(actor_loss_term=lambda: None))]
+    terms = actor_loss_terms(callbacks)
+    assert [name for name, _ in terms] == ["mtp_training"] and isinstance(terms[0][1], MTPLossTerm)
 
 
 def test_armed_models_skip_the_mtp_losses_without_gradients(armed_model):
@@ -107,7 +149,7 @@ def test_a_forward_without_mtp_losses_is_an_error(actor_config, armed_model):
     model_output, data, _ = actor_batch(armed_model, packed=True)  # not armed: no MTP losses
     hf_model.take_mtp_token_losses()
     with pytest.raises(RuntimeError, match="no MTP losses"):
-        MTPPolicyLoss(actor_config, WEIGHT, DEPTHS)(model_output, data)
+        composed(actor_config)(model_output, data)
 
 
 def test_the_callback_is_built_only_for_fsdp_runs_that_train_the_layers(tmp_path):
