@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
+
 from reasonrl.testing.fresh_process import python_fresh
+
+pytestmark = pytest.mark.integration
 
 CODE = """
 from reasonrl.api import megatron_layer_spec
 from megatron.core.transformer.spec_utils import ModuleSpec
 from megatron.core.transformer.transformer_layer import TransformerLayer
+
 spec = megatron_layer_spec("fixture_local_gpt_layer")
 print(isinstance(spec, ModuleSpec), spec.module is TransformerLayer)
 try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
 import torch
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
@@ -16,6 +17,8 @@ from reasonrl.plugins.mtp.cli import attach_checkpoint
 from reasonrl.smoke.arithmetic import make_problems
 from reasonrl.smoke.prepare import prepare
 from reasonrl.testing.cpu_runs import assert_steps_trained, launch_metrics, run_to_end, tail, train_args
+
+pytestmark = pytest.mark.integration
 
 
 def smoke_mimo(tmp_path):

@@ -21,6 +21,8 @@ from reasonrl.plugins.mtp.hf_model import MiMoForCausalLM, to_mimo
 from reasonrl.smoke.arithmetic import make_problems
 from reasonrl.smoke.prepare import prepare
 
+pytestmark = pytest.mark.integration
+
 STEPS = 3
 
 

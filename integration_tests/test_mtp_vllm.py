@@ -16,6 +16,8 @@ from reasonrl.plugins.mtp import toy
 from reasonrl.plugins.mtp.bench import run_engine
 from reasonrl.plugins.mtp.cli import replicate_checkpoint
 
+pytestmark = pytest.mark.integration
+
 PROMPTS = 50
 
 

@@ -77,13 +77,18 @@ def test_distillation_in_ray_workers_matches_and_resumes_per_subblock(run, tmp_p
     shutil.copytree(run_dir, copy)
     redo = sorted((copy / "library" / "distilled" / "layer001").glob("*.safetensors"))
     expected = {p.name: json.loads(p.with_suffix(".json").read_text())["nmse_distilled"] for p in redo}
+    kept = {p: p.stat().st_mtime_ns for p in (copy / "library" / "distilled").glob("layer*/*.safetensors") if p not in redo}
     for path in redo:
         path.unlink()
         path.with_suffix(".json").unlink()
     done = subprocess.run([sys.executable, "-m", "reasonrl.cli.main", "puzzle", "distill", "--run-dir", str(copy), *[f"--set={k}={v}" for k, v in SMALL.items()], "--set=workers=2"],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"{28 - len(redo) + len(redo)}/28 subblocks" in done.stdout and "2 Ray workers" in done.stdout, done.stdout[-2000:]
+    progress = [line for line in done.stdout.splitlines() if "subblocks (" in line and "distill" in line]
+    # only layer 1 was redone: one progress line, from 28 - len(redo) done to all 28
+    assert len(progress) == 1 and "28/28 subblocks (0 left" in progress[0] and "layer 1 done" in progress[0], done.stdout[-2000:]
+    assert "2 Ray workers" in progress[0] and len(redo) > 1 and len(kept) == 28 - len(redo)
+    assert all(path.stat().st_mtime_ns == mtime for path, mtime in kept.items()), "a kept subblock was distilled again"
     for path in redo:
         assert json.loads(path.with_suffix(".json").read_text())["nmse_distilled"] == pytest.approx(expected[path.name], rel=1e-4)
 

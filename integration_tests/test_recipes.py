@@ -7,6 +7,8 @@ import yaml
 
 from reasonrl.testing.fresh_process import reasonrl_fresh
 
+pytestmark = pytest.mark.integration
+
 RECIPES = ["mimo", "kimi_k15", "longcat", "nemotron"]
 #: longcat: GRPO without its masked responses (incomplete-signal masking, plugins/rewards)
 ADV_ESTIMATOR = {"mimo": "grpo", "kimi_k15": "grpo", "longcat": "masked_grpo", "nemotron": "grpo"}

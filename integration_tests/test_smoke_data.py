@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from reasonrl.smoke.model import TinyModelSpec
+
+pytestmark = pytest.mark.integration
 
 
 def test_parquet_loads_in_verls_rl_dataset_and_reward_loads_by_package_path(tmp_path):

@@ -5,10 +5,13 @@ from __future__ import annotations
 import importlib
 import os
 
+import pytest
 import torch
 
 from reasonrl.testing.contract import check_plugin
 from reasonrl.testing.fresh_process import python_fresh, reasonrl_fresh
+
+pytestmark = pytest.mark.integration
 
 
 def test_example_keeps_the_contract(example_plugin_path, monkeypatch):

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from reasonrl.testing.fresh_process import python_fresh, reasonrl_fresh
+
+pytestmark = pytest.mark.integration
 
 BARE_IMPORT = """
 import sys, verl
 from verl.plugin.platform import PlatformRegistry
 from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY
+
 print("cpu_platform" if PlatformRegistry.get("cpu") is not None else "no-cpu-platform")
 print("example_loss" if "example_reinforce" in POLICY_LOSS_REGISTRY else "no-example-loss")
 print("reasonrl imported by verl:", "reasonrl.bridges.verl" in sys.modules)

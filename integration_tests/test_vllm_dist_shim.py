@@ -6,6 +6,10 @@ import importlib.util
 from importlib.metadata import distributions, version
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.integration
+
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "vllm_dist_shim.py"
 
 

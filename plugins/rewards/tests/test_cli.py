@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def reasonrl(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "reasonrl.cli.main", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300)
@@ -67,4 +69,6 @@ def test_bench_judge_agrees_with_human_evals_harness():
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.strip().splitlines()
     assert "passed 164/164" in lines[1] and "passed 164/164" in lines[2]
-    assert lines[-1].startswith("ratio: ") and float(lines[-1].split()[1]) > 0
+    # the printed ratio is the two judges' throughputs divided (harness time / judge time)
+    rates = [float(line.split("programs/s")[0].split()[-1]) for line in lines[1:3]]
+    assert lines[-1].startswith("ratio: ") and float(lines[-1].split()[1]) == pytest.approx(rates[1] / rates[0], rel=0.02)

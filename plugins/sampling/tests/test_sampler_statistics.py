@@ -154,7 +154,7 @@ def test_curriculum_window_grows_from_the_easiest_prompts():
 def test_difficulty_filter_drops_prompts_at_or_above_the_threshold():
     rates = {"a": 0.75, "b": 0.5, "c": 1.0, "d": 0.74}
     sampler = build_sampler("difficulty_filter", list(rates), pass_rates=rates, seed=0)
-    assert sorted(sampler.sample(2) + sampler.sample(2)) == ["b", "b", "d", "d"] or set(sampler.ids[sampler.selector.active]) == {"b", "d"}
+    assert sorted(sampler.sample(2) + sampler.sample(2)) == ["b", "b", "d", "d"]  # two epochs of the kept prompts
     assert set(sampler.ids[sampler.selector.active].tolist()) == {"b", "d"}
     strict = build_sampler("difficulty_filter", list(rates), pass_rates=rates, filter_threshold=0.75, filter_inclusive=False)
     assert set(strict.ids[strict.selector.active].tolist()) == {"a", "b", "d"}
