@@ -3,7 +3,9 @@
 The arguments are Hydra's (overrides, ``--cfg job``, ``--help``, ``-m``). Before Hydra runs,
 the config is composed once and validated (``reasonrl.*`` keys, plugin checks), so a bad
 value fails before any work starts — also with ``--cfg job``. The run itself is verl's own
-``verl.trainer.main_ppo.main`` body on the composed config: reasonrl adds no trainer.
+``verl.trainer.main_ppo.main`` body on the composed config. Recipes that need per-step plugin
+callbacks select verl trainer mode ``reasonrl_sync`` (verl's ``PPOTrainerSync`` plus a thin
+subclass, ``bridges/verl_sync_trainer.py``); the others run verl's own ``sync`` mode unchanged.
 """
 
 from __future__ import annotations
