@@ -16,7 +16,10 @@ def _packages() -> list[str]:
         # hydra_configs' sub-folders hold YAML only: ship them as data-only namespace packages.
         find = find_namespace_packages if name == "reasonrl.hydra_configs" else find_packages
         packages.append(name)
-        packages += [f"{name}.{sub}" for sub in find(folder, exclude=["tests", "*.tests", "*.tests.*", "__pycache__", "*.__pycache__"])]
+        packages += [
+            f"{name}.{sub}"
+            for sub in find(folder, exclude=["tests", "*.tests", "*.tests.*", "__pycache__", "*.__pycache__"])
+        ]
     return packages
 
 

@@ -38,7 +38,11 @@ def broken_plugin_path(tmp_path_factory) -> list[Path]:
 @pytest.fixture(scope="session")
 def megatron_spec_plugin_path(tmp_path_factory) -> list[Path]:
     site = tmp_path_factory.mktemp("megatron_site")
-    write_dist_info(site, "reasonrl-megatron-spec-plugin", {"reasonrl.plugins": {"megatron_spec_fixture": "reasonrl_megatron_spec_plugin"}})
+    write_dist_info(
+        site,
+        "reasonrl-megatron-spec-plugin",
+        {"reasonrl.plugins": {"megatron_spec_fixture": "reasonrl_megatron_spec_plugin"}},
+    )
     return [site, FIXTURES / "megatron_spec_plugin"]
 
 

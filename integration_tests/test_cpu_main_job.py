@@ -48,16 +48,22 @@ def test_main_job_runs_three_steps_checkpoints_and_plots(tmp_path, run_tag):
     assert_steps_trained(steps, range(1, 4), log)
     assert any(key.startswith("val-core/") for key in steps.get(0, {})), "validation before training is logged"
     # the rewards plugin's per-step counters (group step of trainer mode reasonrl_sync)
-    assert all(steps[s]["reward/math_timeouts"] == 0.0 and steps[s]["reward/judge_errors"] == 0.0 for s in range(1, 4)), sorted(steps[1])
+    assert all(
+        steps[s]["reward/math_timeouts"] == 0.0 and steps[s]["reward/judge_errors"] == 0.0 for s in range(1, 4)
+    ), sorted(steps[1])
     assert (run_dir / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
     assert (run_dir / "global_step_3" / "actor").is_dir()
     text = log.read_text()
-    assert "[reasonrl] step 3/3" in text and "[reasonrl] finished" in text, "progress lines and the final summary are printed"
+    assert "[reasonrl] step 3/3" in text and "[reasonrl] finished" in text, (
+        "progress lines and the final summary are printed"
+    )
     # Ray stops its workers asynchronously once the driver has shut it down: allow it seconds
     deadline = time.monotonic() + 30
     while processes_with_tag(run_tag) and time.monotonic() < deadline:
         time.sleep(1)
-    assert not processes_with_tag(run_tag), "a finished run leaves no process behind:\n" + "\n".join(processes_with_tag(run_tag))
+    assert not processes_with_tag(run_tag), "a finished run leaves no process behind:\n" + "\n".join(
+        processes_with_tag(run_tag)
+    )
     plot = subprocess.run([*reasonrl_command(), "plot", str(run_dir)], capture_output=True, text=True, timeout=120)
     assert plot.returncode == 0, plot.stderr
     assert Path(plot.stdout.strip()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -75,7 +81,12 @@ RECIPE_REWARD_METRIC = {"kimi_k15": "reasonrl/length_penalty_mean"}
 @pytest.mark.parametrize("recipe", sorted(RECIPE_LOSS_METRIC))
 def test_every_recipe_trains_one_step_on_the_cpu_preset(tmp_path, run_tag, recipe):
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
-    overrides = ["trainer.total_training_steps=1", "trainer.val_before_train=false", "trainer.test_freq=-1", *RECIPE_OVERRIDES.get(recipe, [])]
+    overrides = [
+        "trainer.total_training_steps=1",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        *RECIPE_OVERRIDES.get(recipe, []),
+    ]
     result = run_to_end(train_args(recipe, run_dir, *overrides), run_tag, log)
     assert result.returncode == 0, tail(log)
     (steps,) = launch_metrics(run_dir)
@@ -100,13 +111,25 @@ def wait_for_checkpoint(run_dir: Path, process: subprocess.Popen, log: Path, tim
 def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag):
     run_dir, log = tmp_path / "run", tmp_path / "first.log"
     total = 6
-    args = train_args("mimo", run_dir, f"trainer.total_training_steps={total}", "trainer.val_before_train=false", "trainer.test_freq=-1")
+    args = train_args(
+        "mimo",
+        run_dir,
+        f"trainer.total_training_steps={total}",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+    )
     with log.open("w") as out:
         # a terminal's foreground job has SIGINT's default action; a test runner started in the
         # background (`cmd &` in a non-interactive shell) passes SIGINT *ignored* to its children,
         # and Python then never raises KeyboardInterrupt — restore the terminal's setting
-        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=tagged_env(run_tag), start_new_session=True,
-                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        process = subprocess.Popen(
+            args,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=tagged_env(run_tag),
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         try:
             wait_for_checkpoint(run_dir, process, log)
             # Ctrl-C in a terminal: SIGINT to the whole foreground process group.

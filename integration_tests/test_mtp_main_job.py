@@ -26,18 +26,35 @@ def smoke_mimo(tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(source)
 
     def rows(count, seed):
-        return [tokenizer(p.prompt)["input_ids"] + tokenizer(p.answer)["input_ids"] + [tokenizer.eos_token_id] for p in make_problems(count, seed=seed, max_operand=99)]
+        return [
+            tokenizer(p.prompt)["input_ids"] + tokenizer(p.answer)["input_ids"] + [tokenizer.eos_token_id]
+            for p in make_problems(count, seed=seed, max_operand=99)
+        ]
 
     for name, data in (("train", rows(4000, 11)), ("held_out", rows(300, 12))):
         (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"input_ids": row}) + "\n" for row in data))
-    attach_checkpoint(source, 1, tmp_path / "train.jsonl", tmp_path / "held_out.jsonl", tmp_path / "model", steps=300, log=lambda line: None)
+    attach_checkpoint(
+        source,
+        1,
+        tmp_path / "train.jsonl",
+        tmp_path / "held_out.jsonl",
+        tmp_path / "model",
+        steps=300,
+        log=lambda line: None,
+    )
     return tmp_path / "model"
 
 
 def test_one_main_job_step_with_frozen_mtp_layers_drafting_in_rollout(tmp_path, run_tag):
     model = smoke_mimo(tmp_path)
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
-    overrides = ["+reasonrl/mtp=mimo", f"actor_rollout_ref.model.path={model}", "trainer.total_training_steps=1", "trainer.val_before_train=false", "trainer.test_freq=-1"]
+    overrides = [
+        "+reasonrl/mtp=mimo",
+        f"actor_rollout_ref.model.path={model}",
+        "trainer.total_training_steps=1",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+    ]
     result = run_to_end(train_args("mimo", run_dir, *overrides), run_tag, log)
     assert result.returncode == 0, tail(log)
     (steps,) = launch_metrics(run_dir)
@@ -46,12 +63,18 @@ def test_one_main_job_step_with_frozen_mtp_layers_drafting_in_rollout(tmp_path, 
     assert "speculative_config=SpeculativeConfig(method='mtp'" in text and "num_spec_tokens=1" in text, tail(log)
     assert "reasonrl MiMoMultiLayerMTP: drafting with 1 MTP layer(s)" in text, tail(log)
     before = load_file(model / "model.safetensors")
-    after = torch.load(run_dir / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False)
-    full = {name: (tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor) for name, tensor in after.items()}
+    after = torch.load(
+        run_dir / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False
+    )
+    full = {
+        name: (tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor) for name, tensor in after.items()
+    }
     mtp_names = [name for name in full if ".mtp_layers." in name]
     assert len(mtp_names) == len([name for name in before if ".mtp_layers." in name]) > 0
     assert all(torch.equal(full[name], before[name]) for name in mtp_names)  # frozen (MiMo RL)
-    assert any(not torch.equal(full[name], before[name]) for name in full if ".mtp_layers." not in name)  # the policy trained
+    assert any(
+        not torch.equal(full[name], before[name]) for name in full if ".mtp_layers." not in name
+    )  # the policy trained
 
 
 def test_one_main_job_step_training_the_mtp_layers_on_the_fsdp_actor(tmp_path, run_tag):
@@ -60,18 +83,32 @@ def test_one_main_job_step_training_the_mtp_layers_on_the_fsdp_actor(tmp_path, r
     keeps running on the synced drafter."""
     model = smoke_mimo(tmp_path)
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
-    overrides = ["+reasonrl/mtp=mimo", "reasonrl.mtp.train=true", f"actor_rollout_ref.model.path={model}", "trainer.total_training_steps=1",
-                 "trainer.val_before_train=false", "trainer.test_freq=-1"]
+    overrides = [
+        "+reasonrl/mtp=mimo",
+        "reasonrl.mtp.train=true",
+        f"actor_rollout_ref.model.path={model}",
+        "trainer.total_training_steps=1",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+    ]
     result = run_to_end(train_args("mimo", run_dir, *overrides), run_tag, log)
     assert result.returncode == 0, tail(log)
     (steps,) = launch_metrics(run_dir)
     assert_steps_trained(steps, range(1, 2), log)
-    assert all(math.isfinite(step["actor/mtp_1_loss"]) and step["actor/mtp_1_loss"] > 0 for step in steps.values()), tail(log)
+    assert all(math.isfinite(step["actor/mtp_1_loss"]) and step["actor/mtp_1_loss"] > 0 for step in steps.values()), (
+        tail(log)
+    )
     assert "reasonrl MiMoMultiLayerMTP: drafting with 1 MTP layer(s)" in log.read_text(errors="replace"), tail(log)
     before = load_file(model / "model.safetensors")
-    after = torch.load(run_dir / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False)
-    full = {name: (tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor) for name, tensor in after.items()}
-    assert not torch.equal(full["model.mtp_layers.0.input_proj.weight"], before["model.mtp_layers.0.input_proj.weight"])  # trained
+    after = torch.load(
+        run_dir / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False
+    )
+    full = {
+        name: (tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor) for name, tensor in after.items()
+    }
+    assert not torch.equal(
+        full["model.mtp_layers.0.input_proj.weight"], before["model.mtp_layers.0.input_proj.weight"]
+    )  # trained
 
 
 def test_eps_schedule_trained_mtp_layers_and_the_longcat_loss_compose_in_one_step(tmp_path, run_tag):
@@ -81,10 +118,21 @@ def test_eps_schedule_trained_mtp_layers_and_the_longcat_loss_compose_in_one_ste
     loss in the actor workers: each term's metric is logged by the worker, the MTP layer trains."""
     model = smoke_mimo(tmp_path)
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
-    schedule = ["reasonrl.objective.eps_pos_high=0.25", "reasonrl.objective.eps_pos_high_schedule=linear", "reasonrl.objective.eps_pos_high_end=0.3",
-                "reasonrl.objective.eps_pos_high_steps=4"]
-    overrides = ["+reasonrl/mtp=mimo", "reasonrl.mtp.train=true", f"actor_rollout_ref.model.path={model}", "trainer.total_training_steps=1",
-                 "trainer.val_before_train=false", "trainer.test_freq=-1", *schedule]
+    schedule = [
+        "reasonrl.objective.eps_pos_high=0.25",
+        "reasonrl.objective.eps_pos_high_schedule=linear",
+        "reasonrl.objective.eps_pos_high_end=0.3",
+        "reasonrl.objective.eps_pos_high_steps=4",
+    ]
+    overrides = [
+        "+reasonrl/mtp=mimo",
+        "reasonrl.mtp.train=true",
+        f"actor_rollout_ref.model.path={model}",
+        "trainer.total_training_steps=1",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        *schedule,
+    ]
     result = run_to_end(train_args("longcat", run_dir, *overrides), run_tag, log)
     assert result.returncode == 0, tail(log)
     (steps,) = launch_metrics(run_dir)
@@ -94,7 +142,9 @@ def test_eps_schedule_trained_mtp_layers_and_the_longcat_loss_compose_in_one_ste
     assert abs(step["actor/longcat/eps_pos_high"] - 0.25) < 1e-9, "the value LongCat's loss used in the worker"
     assert math.isfinite(step["actor/mtp_1_loss"]) and step["actor/mtp_1_loss"] > 0, tail(log)
     before = load_file(model / "model.safetensors")
-    after = torch.load(run_dir / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False)
+    after = torch.load(
+        run_dir / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False
+    )
     trained = after["model.mtp_layers.0.input_proj.weight"]
     trained = trained.full_tensor() if hasattr(trained, "full_tensor") else trained
     assert not torch.equal(trained, before["model.mtp_layers.0.input_proj.weight"])

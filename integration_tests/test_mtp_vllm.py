@@ -25,8 +25,19 @@ PROMPTS = 50
 def checkpoints(tmp_path_factory):
     root = tmp_path_factory.mktemp("mtp")
     toy.build(root, log=lambda line: None)
-    report = replicate_checkpoint(root / "model", 3, root / "train.jsonl", root / "held_out.jsonl", root / "model3", prompt_length=toy.PROMPT_LENGTH, log=lambda line: None)
-    prompts = [json.loads(line)["input_ids"][: toy.PROMPT_LENGTH] for line in (root / "held_out.jsonl").read_text().splitlines()][:PROMPTS]
+    report = replicate_checkpoint(
+        root / "model",
+        3,
+        root / "train.jsonl",
+        root / "held_out.jsonl",
+        root / "model3",
+        prompt_length=toy.PROMPT_LENGTH,
+        log=lambda line: None,
+    )
+    prompts = [
+        json.loads(line)["input_ids"][: toy.PROMPT_LENGTH]
+        for line in (root / "held_out.jsonl").read_text().splitlines()
+    ][:PROMPTS]
     (root / "prompts.json").write_text(json.dumps(prompts))
     return root, prompts, report
 
@@ -34,7 +45,9 @@ def checkpoints(tmp_path_factory):
 @pytest.fixture(scope="module")
 def runs(checkpoints):
     root, prompts, _ = checkpoints
-    return {k: run_engine(root / "model3", root / "prompts.json", k, 32, PROMPTS, root / f"k{k}.json") for k in (0, 1, 3)}
+    return {
+        k: run_engine(root / "model3", root / "prompts.json", k, 32, PROMPTS, root / f"k{k}.json") for k in (0, 1, 3)
+    }
 
 
 def test_replicated_layers_predict_the_toy_future(checkpoints):
@@ -70,7 +83,10 @@ def test_each_layer_drafts_its_own_position(checkpoints, runs):
 
 def test_sampling_with_drafting_stays_on_the_targets_distribution(checkpoints):
     root, _, _ = checkpoints
-    plain, drafted = (run_engine(root / "model3", root / "prompts.json", k, 32, PROMPTS, root / f"t1_k{k}.json", temperature=1.0) for k in (0, 3))
+    plain, drafted = (
+        run_engine(root / "model3", root / "prompts.json", k, 32, PROMPTS, root / f"t1_k{k}.json", temperature=1.0)
+        for k in (0, 3)
+    )
     assert drafted["drafts"] > 0
     # unpatched vLLM CPU: about -5 nats per drafted-run token (temperatures read as ~1e-12 or -3e6)
     assert abs(drafted["mean_logprob"] - plain["mean_logprob"]) < 0.15, (drafted["mean_logprob"], plain["mean_logprob"])

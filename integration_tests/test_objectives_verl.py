@@ -47,7 +47,15 @@ def test_megatron_actor_config_selects_the_same_losses():
     from reasonrl.plugins.objectives.tests.reference import longcat_equation_4
 
     with initialize_config_module("verl.trainer.config", version_base=None):
-        config = compose("ppo_megatron_trainer", overrides=["hydra.searchpath=[pkg://reasonrl.hydra_configs]", "+reasonrl/objective=longcat", "data.max_response_length=16", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2"])
+        config = compose(
+            "ppo_megatron_trainer",
+            overrides=[
+                "hydra.searchpath=[pkg://reasonrl.hydra_configs]",
+                "+reasonrl/objective=longcat",
+                "data.max_response_length=16",
+                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+            ],
+        )
     actor = omega_conf_to_dataclass(config.actor_rollout_ref.actor)
     assert isinstance(actor, McoreActorConfig) and actor.policy_loss.loss_mode == "longcat"
     loss_fn = get_policy_loss_fn(actor.policy_loss.loss_mode)
@@ -56,9 +64,13 @@ def test_megatron_actor_config_selects_the_same_losses():
     log_prob = old + torch.randn(4, 16, generator=generator, dtype=torch.float64)
     advantages = torch.tensor([1.0, -1.0, 0.5, -0.5], dtype=torch.float64)[:, None].expand(4, 16).clone()
     mask = torch.ones(4, 16, dtype=torch.bool)
-    actor.global_batch_info.update(dp_size=1, batch_num_tokens=None, global_batch_size=4, loss_scale_factor=actor.loss_scale_factor)
+    actor.global_batch_info.update(
+        dp_size=1, batch_num_tokens=None, global_batch_size=4, loss_scale_factor=actor.loss_scale_factor
+    )
     loss, metrics = loss_fn(old, log_prob, advantages, mask, actor.loss_agg_mode, actor, None)
-    expected = longcat_equation_4(log_prob, old, old, advantages, mask, 0.2, 0.28, 3.0, 2.0, 16)  # rollout = old: TIS weight 1
+    expected = longcat_equation_4(
+        log_prob, old, old, advantages, mask, 0.2, 0.28, 3.0, 2.0, 16
+    )  # rollout = old: TIS weight 1
     assert torch.allclose(loss, expected, atol=1e-9) and "actor/longcat/clipfrac_dual_floor" in metrics
 
 
@@ -66,16 +78,35 @@ def test_cfg_job_shows_the_mapped_verl_keys():
     raw = reasonrl_fresh(["train", "recipe=mimo", "+reasonrl/objective=longcat", "--cfg", "job"])
     assert raw.returncode == 0, raw.stderr
     actor = yaml.safe_load(raw.stdout)["actor_rollout_ref"]["actor"]
-    assert actor["clip_ratio_high"] == "${reasonrl.objective.eps_pos_high}" and actor["loss_scale_factor"] == "${reasonrl.objective.t_max}"
-    resolved = reasonrl_fresh(["train", "recipe=mimo", "+reasonrl/objective=longcat", "reasonrl.objective.eps_pos_high=0.3", "--cfg", "job", "--resolve"])
+    assert (
+        actor["clip_ratio_high"] == "${reasonrl.objective.eps_pos_high}"
+        and actor["loss_scale_factor"] == "${reasonrl.objective.t_max}"
+    )
+    resolved = reasonrl_fresh(
+        [
+            "train",
+            "recipe=mimo",
+            "+reasonrl/objective=longcat",
+            "reasonrl.objective.eps_pos_high=0.3",
+            "--cfg",
+            "job",
+            "--resolve",
+        ]
+    )
     config = yaml.safe_load(resolved.stdout)
     assert config["actor_rollout_ref"]["actor"]["clip_ratio_high"] == 0.3
-    assert config["algorithm"]["rollout_correction"] == {**config["algorithm"]["rollout_correction"], "rollout_is": "token", "rollout_is_threshold": 2.0}
+    assert config["algorithm"]["rollout_correction"] == {
+        **config["algorithm"]["rollout_correction"],
+        "rollout_is": "token",
+        "rollout_is_threshold": 2.0,
+    }
 
 
 def test_invalid_knob_stops_the_cli_before_any_work():
     result = reasonrl_fresh(["train", "recipe=longcat", "reasonrl.objective.eps_neg_high=0.9", "--cfg", "job"])
-    assert result.returncode == 2 and "reasonrl.objective.eps_neg_high" in result.stderr and "(1.0, inf)" in result.stderr
+    assert (
+        result.returncode == 2 and "reasonrl.objective.eps_neg_high" in result.stderr and "(1.0, inf)" in result.stderr
+    )
     assert result.stdout == ""
 
 
@@ -83,12 +114,27 @@ def test_longcat_recipe_trains_with_a_linear_schedule_that_reaches_the_loss(tmp_
     """Two steps, ε_pos_high 0.2 → 0.3: the trainer logs the schedule (actor/eps_pos_high)
     and the longcat loss, inside verl's actor worker, reports the value it used."""
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
-    schedule = ["reasonrl.objective.eps_pos_high=0.2", "reasonrl.objective.eps_pos_high_schedule=linear", "reasonrl.objective.eps_pos_high_end=0.3", "reasonrl.objective.eps_pos_high_steps=2"]
+    schedule = [
+        "reasonrl.objective.eps_pos_high=0.2",
+        "reasonrl.objective.eps_pos_high_schedule=linear",
+        "reasonrl.objective.eps_pos_high_end=0.3",
+        "reasonrl.objective.eps_pos_high_steps=2",
+    ]
     # The recipe's incomplete-signal masking: 3 response tokens cut every 3-digit answer (about
     # half the sums) before its EOS; no response counts as a repetition loop (min_repeats >
     # window), so every cut response must be flagged and masked.
-    no_loops = ["data.max_response_length=3", "reasonrl.rewards.repetition_window=8", "reasonrl.rewards.repetition_min_repeats=9"]
-    overrides = ["trainer.total_training_steps=2", "trainer.val_before_train=false", "trainer.test_freq=-1", *schedule, *no_loops]
+    no_loops = [
+        "data.max_response_length=3",
+        "reasonrl.rewards.repetition_window=8",
+        "reasonrl.rewards.repetition_min_repeats=9",
+    ]
+    overrides = [
+        "trainer.total_training_steps=2",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        *schedule,
+        *no_loops,
+    ]
     result = run_to_end(train_args("longcat", run_dir, *overrides), run_tag, log)
     assert result.returncode == 0, tail(log)
     (steps,) = launch_metrics(run_dir)

@@ -32,9 +32,12 @@ with torch.no_grad():
 child.save_pretrained({out!r})
 """
 
-EVERY_KIND = ('[(A("attention", 4), F("ffn", 512)), (A("attention", 2), F("ffn", 256)), (A("attention", 1), F("linear")), '
-              '(A("linear"), F("ffn", 768)), (A("no_op"), F("no_op")), (A("no_op"), F("ffn", 256))]')
+EVERY_KIND = (
+    '[(A("attention", 4), F("ffn", 512)), (A("attention", 2), F("ffn", 256)), (A("attention", 1), F("linear")), '
+    '(A("linear"), F("ffn", 768)), (A("no_op"), F("no_op")), (A("no_op"), F("ffn", 256))]'
+)
 VLLM_KINDS = '[(A("attention", 4), F("ffn", 512)), (A("attention", 2), F("ffn", 256)), (A("no_op"), F("ffn", 768)), (A("attention", 1), F("no_op"))]'
+
 
 def _child(tmp_path, pairs: str, layers: int) -> str:
     out = str(tmp_path / "child")
@@ -56,7 +59,9 @@ def _probe(out: str) -> Path:
 def test_megatron_core_heterogeneous_specs_match_transformers(tmp_path):
     out = _child(tmp_path, EVERY_KIND, 6)
     blocks = json.loads((tmp_path / "child" / "config.json").read_text())["block_configs"]
-    assert {b["attention"]["no_op"] for b in blocks} == {True, False} and any(b["ffn"]["replace_with_linear"] for b in blocks)
+    assert {b["attention"]["no_op"] for b in blocks} == {True, False} and any(
+        b["ffn"]["replace_with_linear"] for b in blocks
+    )
     assert compare("megatron", _probe(out)) < 1e-4
 
 
@@ -69,4 +74,6 @@ def test_vllm_limits_are_reported_for_linear_replacements():
     from reasonrl.plugins.puzzle.model import vllm_unsupported
 
     blocks = parse_block_configs([{"attention": {"replace_with_linear": True}, "ffn": {"ffn_mult": 6.0}}], 4, 128)
-    assert vllm_unsupported(blocks) == ["block_configs[0].attention: replace_with_linear is not implemented by vLLM's nemotron_nas"]
+    assert vllm_unsupported(blocks) == [
+        "block_configs[0].attention: replace_with_linear is not implemented by vLLM's nemotron_nas"
+    ]

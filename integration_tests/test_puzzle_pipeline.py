@@ -25,7 +25,16 @@ RUN = {**SMALL, "check_engines": True}
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("puzzle") / "run"
-    command = [sys.executable, "-m", "reasonrl.cli.main", "puzzle", "run", "--run-dir", str(run_dir), *[f"--set={k}={v}" for k, v in RUN.items()]]
+    command = [
+        sys.executable,
+        "-m",
+        "reasonrl.cli.main",
+        "puzzle",
+        "run",
+        "--run-dir",
+        str(run_dir),
+        *[f"--set={k}={v}" for k, v in RUN.items()],
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return run_dir, done.stdout
@@ -37,7 +46,10 @@ def test_the_searched_child_beats_uniform_pruning_at_the_same_budget(run):
     fraction = result["child_params"] / result["parent_params"]
     assert 0.5 <= fraction <= 0.62, fraction
     assert result["child_params"] <= result["uniform"]["params"], "the search had the uniform child's parameter budget"
-    print(f"held-out LM loss: parent {result['parent']['lm_loss']:.4f}, searched child {result['child']['lm_loss']:.4f}, uniform pruning {result['uniform']['lm_loss']:.4f}")
+    print(
+        f"held-out LM loss: parent {result['parent']['lm_loss']:.4f}, searched child "
+        f"{result['child']['lm_loss']:.4f}, uniform pruning {result['uniform']['lm_loss']:.4f}"
+    )
     assert result["child"]["lm_loss"] < result["uniform"]["lm_loss"]
     assert result["child"]["kl"] < result["uniform"]["kl"]
     assert "held-out LM loss" in stdout and "uniform pruning" in stdout
@@ -45,7 +57,9 @@ def test_the_searched_child_beats_uniform_pruning_at_the_same_budget(run):
         assert (run_dir / artefact).exists(), artefact
     distilled = list((run_dir / "library" / "distilled").rglob("*.json"))
     assert len(distilled) == 4 * (3 + 4)  # per layer: kv2, kv1, linear attention; three FFN widths, linear FFN
-    assert all(json.loads(p.read_text())["nmse_distilled"] <= json.loads(p.read_text())["nmse_init"] + 1e-6 for p in distilled)
+    assert all(
+        json.loads(p.read_text())["nmse_distilled"] <= json.loads(p.read_text())["nmse_init"] + 1e-6 for p in distilled
+    )
 
 
 def test_the_exported_child_loads_in_transformers_with_the_same_logits(run):
@@ -77,26 +91,50 @@ def test_distillation_in_ray_workers_matches_and_resumes_per_subblock(run, tmp_p
     shutil.copytree(run_dir, copy)
     redo = sorted((copy / "library" / "distilled" / "layer001").glob("*.safetensors"))
     expected = {p.name: json.loads(p.with_suffix(".json").read_text())["nmse_distilled"] for p in redo}
-    kept = {p: p.stat().st_mtime_ns for p in (copy / "library" / "distilled").glob("layer*/*.safetensors") if p not in redo}
+    kept = {
+        p: p.stat().st_mtime_ns for p in (copy / "library" / "distilled").glob("layer*/*.safetensors") if p not in redo
+    }
     for path in redo:
         path.unlink()
         path.with_suffix(".json").unlink()
-    done = subprocess.run([sys.executable, "-m", "reasonrl.cli.main", "puzzle", "distill", "--run-dir", str(copy), *[f"--set={k}={v}" for k, v in SMALL.items()], "--set=workers=2"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reasonrl.cli.main",
+            "puzzle",
+            "distill",
+            "--run-dir",
+            str(copy),
+            *[f"--set={k}={v}" for k, v in SMALL.items()],
+            "--set=workers=2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     progress = [line for line in done.stdout.splitlines() if "subblocks (" in line and "distill" in line]
     # only layer 1 was redone: one progress line, from 28 - len(redo) done to all 28
-    assert len(progress) == 1 and "28/28 subblocks (0 left" in progress[0] and "layer 1 done" in progress[0], done.stdout[-2000:]
+    assert len(progress) == 1 and "28/28 subblocks (0 left" in progress[0] and "layer 1 done" in progress[0], (
+        done.stdout[-2000:]
+    )
     assert "2 Ray workers" in progress[0] and len(redo) > 1 and len(kept) == 28 - len(redo)
     assert all(path.stat().st_mtime_ns == mtime for path, mtime in kept.items()), "a kept subblock was distilled again"
     for path in redo:
-        assert json.loads(path.with_suffix(".json").read_text())["nmse_distilled"] == pytest.approx(expected[path.name], rel=1e-4)
+        assert json.loads(path.with_suffix(".json").read_text())["nmse_distilled"] == pytest.approx(
+            expected[path.name], rel=1e-4
+        )
 
 
 def test_a_kv_budget_removes_attention_and_ffn_fusion_shortens_the_child(run, tmp_path):
     run_dir, _ = run
     copy = tmp_path / "kv_run"
-    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("search.json", "child", "child_fused", "ffn_fusion.json", "pareto.*"))
+    shutil.copytree(
+        run_dir,
+        copy,
+        ignore=shutil.ignore_patterns("search.json", "child", "child_fused", "ffn_fusion.json", "pareto.*"),
+    )
     # attention kept or removed only (the library's other variants stay unused): a 30% KV
     # budget keeps one attention layer of four, so no-attention layers come in a run
     menu = {"attention": ["parent", "no_op"], "ffn": [1.0, 0.75, 0.5, 0.25, "linear", "no_op"]}
@@ -107,8 +145,10 @@ def test_a_kv_budget_removes_attention_and_ffn_fusion_shortens_the_child(run, tm
     fusion = json.loads((copy / "ffn_fusion.json").read_text())
     assert fusion["runs"], result["choice"]
     assert fusion["fused_depth"] < fusion["depth"]
-    print(f"FFN fusion: depth {fusion['depth']} → {fusion['fused_depth']}, LM loss {fusion['child']['lm_loss']:.4f} → {fusion['fused']['lm_loss']:.4f}, "
-          f"forward {fusion['child_forward_s'] * 1e3:.1f} → {fusion['fused_forward_s'] * 1e3:.1f} ms")
+    print(
+        f"FFN fusion: depth {fusion['depth']} → {fusion['fused_depth']}, LM loss {fusion['child']['lm_loss']:.4f} → {fusion['fused']['lm_loss']:.4f}, "
+        f"forward {fusion['child_forward_s'] * 1e3:.1f} → {fusion['fused_forward_s'] * 1e3:.1f} ms"
+    )
     assert (copy / "child_fused" / "config.json").exists()
 
 
@@ -121,8 +161,21 @@ def test_bad_inputs_are_named(tmp_path):
         Pipeline(PuzzleSettings(parent=str(gpt2)), tmp_path / "run").stage_parent()
     with pytest.raises(PuzzleError, match="unknown key 'param_fraction'"):
         PuzzleSettings.from_dict({"param_fraction": 0.5})
-    cli = subprocess.run([sys.executable, "-m", "reasonrl.cli.main", "puzzle", "search", "--run-dir", str(tmp_path / "bad"), f"--set=parent={gpt2}"],
-                         capture_output=True, text=True, timeout=300)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reasonrl.cli.main",
+            "puzzle",
+            "search",
+            "--run-dir",
+            str(tmp_path / "bad"),
+            f"--set=parent={gpt2}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert cli.returncode == 2 and "Llama-architecture parent" in cli.stderr
 
 
@@ -130,6 +183,23 @@ def test_a_budget_below_the_smallest_child_is_named(run, tmp_path):
     run_dir, _ = run
     copy = tmp_path / "tiny_budget"
     shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("search.json", "child", "child_fused"))
-    cli = subprocess.run([sys.executable, "-m", "reasonrl.cli.main", "puzzle", "search", "--run-dir", str(copy), *[f"--set={k}={v}" for k, v in SMALL.items()], "--set=params_fraction=0.001"],
-                         capture_output=True, text=True, timeout=300)
-    assert cli.returncode == 2 and "params_fraction = 0.001 is below the smallest model this library can build" in cli.stderr, cli.stderr
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reasonrl.cli.main",
+            "puzzle",
+            "search",
+            "--run-dir",
+            str(copy),
+            *[f"--set={k}={v}" for k, v in SMALL.items()],
+            "--set=params_fraction=0.001",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (
+        cli.returncode == 2
+        and "params_fraction = 0.001 is below the smallest model this library can build" in cli.stderr
+    ), cli.stderr

@@ -100,4 +100,7 @@ def test_train_help_lists_recipes_and_presets():
 def test_train_help_with_a_recipe_is_hydras_with_reasonrl_header():
     result = reasonrl_fresh(["train", "recipe=mimo", "--help"])
     assert result.returncode == 0, result.stderr
-    assert "reasonrl train: run verl's PPO/GRPO trainer" in result.stdout and "recipe: kimi_k15, longcat, mimo, nemotron" in result.stdout
+    assert (
+        "reasonrl train: run verl's PPO/GRPO trainer" in result.stdout
+        and "recipe: kimi_k15, longcat, mimo, nemotron" in result.stdout
+    )

@@ -46,7 +46,15 @@ def _worker(tokenizer_dir, *overrides):
 
     from reasonrl.cli.train import compose_config
 
-    config = compose_config(["recipe=mimo", f"actor_rollout_ref.model.path={tokenizer_dir}", f"data.max_response_length={MAX_RESPONSE}", "reward.num_workers=1", *overrides])
+    config = compose_config(
+        [
+            "recipe=mimo",
+            f"actor_rollout_ref.model.path={tokenizer_dir}",
+            f"data.max_response_length={MAX_RESPONSE}",
+            "reward.num_workers=1",
+            *overrides,
+        ]
+    )
     return RewardLoopWorker(config)
 
 
@@ -56,18 +64,37 @@ def _batch(tokenizer, rows):
     from verl import DataProto
 
     prompt_ids = [tokenizer(r["prompt"], add_special_tokens=False)["input_ids"] for r in rows]
-    response_ids = [r["response_ids"] if "response_ids" in r else tokenizer(r["response"], add_special_tokens=False)["input_ids"] for r in rows]
+    response_ids = [
+        r["response_ids"] if "response_ids" in r else tokenizer(r["response"], add_special_tokens=False)["input_ids"]
+        for r in rows
+    ]
     p_len, r_len = max(map(len, prompt_ids)), max(map(len, response_ids))
     pad = tokenizer.pad_token_id or 0
     prompts = torch.tensor([[pad] * (p_len - len(p)) + p for p in prompt_ids])
     responses = torch.tensor([r + [pad] * (r_len - len(r)) for r in response_ids])
-    mask = torch.tensor([[0] * (p_len - len(p)) + [1] * len(p) + [1] * len(r) + [0] * (r_len - len(r)) for p, r in zip(prompt_ids, response_ids)])
-    batch = TensorDict({"prompts": prompts, "responses": responses, "attention_mask": mask, "input_ids": torch.cat([prompts, responses], 1)}, batch_size=len(rows))
-    return DataProto(batch=batch, non_tensor_batch={
-        "data_source": np.array([r.get("data_source", "test") for r in rows], dtype=object),
-        "reward_model": np.array([{"ground_truth": r["ground_truth"]} for r in rows], dtype=object),
-        "extra_info": np.array([r.get("extra_info", {}) for r in rows], dtype=object),
-    })
+    mask = torch.tensor(
+        [
+            [0] * (p_len - len(p)) + [1] * len(p) + [1] * len(r) + [0] * (r_len - len(r))
+            for p, r in zip(prompt_ids, response_ids)
+        ]
+    )
+    batch = TensorDict(
+        {
+            "prompts": prompts,
+            "responses": responses,
+            "attention_mask": mask,
+            "input_ids": torch.cat([prompts, responses], 1),
+        },
+        batch_size=len(rows),
+    )
+    return DataProto(
+        batch=batch,
+        non_tensor_batch={
+            "data_source": np.array([r.get("data_source", "test") for r in rows], dtype=object),
+            "reward_model": np.array([{"ground_truth": r["ground_truth"]} for r in rows], dtype=object),
+            "extra_info": np.array([r.get("extra_info", {}) for r in rows], dtype=object),
+        },
+    )
 
 
 def _fence(code: str) -> str:
@@ -85,15 +112,31 @@ def test_reward_manager_through_verls_reward_loop_worker(tokenizer_dir):
     calibrated = json.dumps(SUM_PROBLEM | {"difficulty": SUM_CALIBRATION})
     loop_tokens = tokenizer("ab ", add_special_tokens=False)["input_ids"] * MAX_RESPONSE
     rows = [
-        {"prompt": "sum", "response": _fence("a, b = map(int, input().split())\nprint(a + b)\n"), "ground_truth": calibrated},
-        {"prompt": "sum", "response": _fence("a, b = map(int, input().split())\nprint(a + b if a < 1000 else 0)\n"), "ground_truth": calibrated},
+        {
+            "prompt": "sum",
+            "response": _fence("a, b = map(int, input().split())\nprint(a + b)\n"),
+            "ground_truth": calibrated,
+        },
+        {
+            "prompt": "sum",
+            "response": _fence("a, b = map(int, input().split())\nprint(a + b if a < 1000 else 0)\n"),
+            "ground_truth": calibrated,
+        },
         {"prompt": "sum", "response": _fence("print(3)\n"), "ground_truth": calibrated},
-        {"prompt": "inc", "response": _fence("def inc(x):\n    return x + 1\n"), "ground_truth": {"assertions": ["assert inc(1) == 2", "assert inc(2) == 3"]}},
+        {
+            "prompt": "inc",
+            "response": _fence("def inc(x):\n    return x + 1\n"),
+            "ground_truth": {"assertions": ["assert inc(1) == 2", "assert inc(2) == 3"]},
+        },
         {"prompt": "half", "response": "It is \\boxed{\\frac{1}{2}}", "ground_truth": "0.5"},
         {"prompt": "half", "response": "It is \\boxed{2}", "ground_truth": "0.5"},
         {"prompt": "long", "response_ids": [(7 * i) % 200 + 33 for i in range(MAX_RESPONSE)], "ground_truth": "7"},
         {"prompt": "loop", "response_ids": loop_tokens[:MAX_RESPONSE], "ground_truth": "7"},
-        {"prompt": "ends", "response_ids": [(7 * i) % 200 + 33 for i in range(MAX_RESPONSE - 1)] + [tokenizer.eos_token_id], "ground_truth": "-98765"},
+        {
+            "prompt": "ends",
+            "response_ids": [(7 * i) % 200 + 33 for i in range(MAX_RESPONSE - 1)] + [tokenizer.eos_token_id],
+            "ground_truth": "-98765",
+        },
     ]
     data = _batch(tokenizer, rows)
     outputs = worker.loop.run_until_complete(worker.compute_score_batch(data))
@@ -130,7 +173,11 @@ def test_a_hostile_math_answer_in_a_batch_does_not_stall_verls_reward_loop(token
         {"prompt": "half", "response": "It is \\boxed{\\frac{1}{2}}", "ground_truth": "0.5"},
         {"prompt": "towers", "response": "\\boxed{9^{9^{9^{9}}} - 8^{8^{8^{8}}}}", "ground_truth": "7"},
         {"prompt": "pair", "response": "<think>(2, 1)?</think> \\boxed{(1, 2)}", "ground_truth": "(1,2)"},
-        {"prompt": "sum", "response": _fence("a, b = map(int, input().split())\nprint(a + b)\n"), "ground_truth": json.dumps(SUM_PROBLEM)},
+        {
+            "prompt": "sum",
+            "response": _fence("a, b = map(int, input().split())\nprint(a + b)\n"),
+            "ground_truth": json.dumps(SUM_PROBLEM),
+        },
     ]
     start = time.monotonic()
     outputs = worker.loop.run_until_complete(worker.compute_score_batch(_batch(worker.input_tokenizer, rows)))
@@ -138,13 +185,24 @@ def test_a_hostile_math_answer_in_a_batch_does_not_stall_verls_reward_loop(token
     assert [o["reward_score"] for o in outputs] == [0.0, 1.0, 0.0, 1.0, 1.0]
     extra = [o["reward_extra_info"] for o in outputs]
     assert [e["math_timeout"] for e in extra] == [1.0, 0.0, 1.0, 0.0, 0.0]
-    assert reward_counts(extra) == {"reward/math_timeouts": 2.0, "reward/math_failures": 0.0, "reward/judge_errors": 0.0}
+    assert reward_counts(extra) == {
+        "reward/math_timeouts": 2.0,
+        "reward/math_failures": 0.0,
+        "reward/judge_errors": 0.0,
+    }
     assert elapsed < 30.0, f"{elapsed:.1f} s for five answers"
 
 
 def test_judge_outage_is_flagged_not_scored(tokenizer_dir):
-    worker = _worker(tokenizer_dir, "reasonrl.rewards.judge_backend=sandbox_fusion", "reasonrl.rewards.sandbox_fusion_url=http://127.0.0.1:9/run_code")
-    data = _batch(worker.input_tokenizer, [{"prompt": "sum", "response": _fence("print(3)\n"), "ground_truth": json.dumps(SUM_PROBLEM)}])
+    worker = _worker(
+        tokenizer_dir,
+        "reasonrl.rewards.judge_backend=sandbox_fusion",
+        "reasonrl.rewards.sandbox_fusion_url=http://127.0.0.1:9/run_code",
+    )
+    data = _batch(
+        worker.input_tokenizer,
+        [{"prompt": "sum", "response": _fence("print(3)\n"), "ground_truth": json.dumps(SUM_PROBLEM)}],
+    )
     (output,) = worker.loop.run_until_complete(worker.compute_score_batch(data))
     assert output["reward_extra_info"]["judge_error"] == 1.0
     assert output["reward_extra_info"]["incomplete"] == 1.0
@@ -156,7 +214,12 @@ def test_thinking_toggle_reward_reads_the_prompt(tokenizer_dir):
         {"prompt": "detailed thinking on\n2+2?", "response": "<think>2+2=4</think>\\boxed{4}", "ground_truth": "4"},
         {"prompt": "detailed thinking on\n2+2?", "response": "\\boxed{4}", "ground_truth": "4"},
         {"prompt": "detailed thinking off\n2+2?", "response": "\\boxed{4}", "ground_truth": "4"},
-        {"prompt": "2+2?", "response": "<think>x</think>\\boxed{5}", "ground_truth": "4", "extra_info": {"thinking": "off"}},
+        {
+            "prompt": "2+2?",
+            "response": "<think>x</think>\\boxed{5}",
+            "ground_truth": "4",
+            "extra_info": {"thinking": "off"},
+        },
         {"prompt": "2+2?", "response": "\\boxed{4}", "ground_truth": "4"},
     ]
     outputs = worker.loop.run_until_complete(worker.compute_score_batch(_batch(worker.input_tokenizer, rows)))
@@ -177,13 +240,16 @@ def _tq_fields(uids, lengths, scores, extra):
         row[-1] = score
         rm.append(row)
     masks = [torch.ones(length, dtype=torch.int64) for length in lengths]
-    return TensorDict({
-        "uid": NonTensorStack(*[NonTensorData(u) for u in uids]),
-        "rm_scores": nested(rm),
-        "response_mask": nested(masks),
-        "loss_mask": nested([m.clone() for m in masks]),
-        "extra_fields": NonTensorStack(*[NonTensorData({"reward_extra_info": e}) for e in extra]),
-    }, batch_size=len(uids))
+    return TensorDict(
+        {
+            "uid": NonTensorStack(*[NonTensorData(u) for u in uids]),
+            "rm_scores": nested(rm),
+            "response_mask": nested(masks),
+            "loss_mask": nested([m.clone() for m in masks]),
+            "extra_fields": NonTensorStack(*[NonTensorData({"reward_extra_info": e}) for e in extra]),
+        },
+        batch_size=len(uids),
+    )
 
 
 def _verl_advantages(out, uids, lengths, estimator: str):
@@ -198,10 +264,17 @@ def _verl_advantages(out, uids, lengths, estimator: str):
     def padded(nested):
         return torch.stack([torch.nn.functional.pad(t, (0, width - t.numel())) for t in nested.unbind()])
 
-    data = DataProto.from_dict(tensors={"token_level_rewards": padded(out["rm_scores"]).float(), "response_mask": padded(out["response_mask"]).float()},
-                               non_tensors={"uid": np.array(uids, dtype=object)})
+    data = DataProto.from_dict(
+        tensors={
+            "token_level_rewards": padded(out["rm_scores"]).float(),
+            "response_mask": padded(out["response_mask"]).float(),
+        },
+        non_tensors={"uid": np.array(uids, dtype=object)},
+    )
     config = OmegaConf.create({"norm_adv_by_std_in_grpo": True})
-    return compute_advantage(data, adv_estimator=estimator, num_repeat=1, norm_adv_by_std_in_grpo=True, config=config).batch["advantages"]
+    return compute_advantage(
+        data, adv_estimator=estimator, num_repeat=1, norm_adv_by_std_in_grpo=True, config=config
+    ).batch["advantages"]
 
 
 def test_group_step_masks_and_penalises_length_then_verl_computes_advantages():
@@ -228,7 +301,9 @@ def test_group_step_masks_and_penalises_length_then_verl_computes_advantages():
     assert [int(t.sum()) for t in out["response_mask"].unbind()] == [4, 8, 6, 0, 5, 5]
     assert [int(t.sum()) for t in out["loss_mask"].unbind()] == [4, 8, 6, 0, 5, 5]
     assert out["rm_scores"].unbind()[0][-1] == pytest.approx(1.25)  # added where the score sits
-    assert metrics["reasonrl/incomplete_masked"] == 1.0 and metrics["reasonrl/incomplete_masked_frac"] == pytest.approx(1 / 6)
+    assert metrics["reasonrl/incomplete_masked"] == 1.0 and metrics["reasonrl/incomplete_masked_frac"] == pytest.approx(
+        1 / 6
+    )
 
     advantages = _verl_advantages(out, uids, lengths, "masked_grpo")
     # reference: GRPO from the equation over the kept responses of each group

@@ -45,7 +45,13 @@ class FakeRollout:
                 rm_scores = torch.zeros(3)
                 rm_scores[-1] = score
                 keys.append(f"{uid}_{session}_0")
-                fields.append({"rm_scores": rm_scores, "responses": torch.ones(3, dtype=torch.int64), "extra_fields": {"reward_extra_info": {"acc": score}}})
+                fields.append(
+                    {
+                        "rm_scores": rm_scores,
+                        "responses": torch.ones(3, dtype=torch.int64),
+                        "extra_fields": {"reward_extra_info": {"acc": score}},
+                    }
+                )
                 tags.append({"status": "success", "global_steps": self.trainer.global_steps})
             tq.kv_batch_put(keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(fields), tags=tags)
             tq.kv_put(key=uid, partition_id="train", tag={"status": "finished"})
@@ -72,14 +78,23 @@ def _trainer(run_dir, *overrides):
     from reasonrl.smoke.prepare import ensure
 
     ensure()
-    config = compose_config(["recipe=mimo", "+preset=cpu_tiny", f"data.train_batch_size={BATCH}",
-                             f"trainer.default_local_dir={run_dir}", *overrides])
+    config = compose_config(
+        [
+            "recipe=mimo",
+            "+preset=cpu_tiny",
+            f"data.train_batch_size={BATCH}",
+            f"trainer.default_local_dir={run_dir}",
+            *overrides,
+        ]
+    )
     trainer = get_trainer_cls(config.trainer.v1.trainer_mode)(config)
     trainer._init_tokenizer()
     trainer._init_dataloader()
     # no model here: the weight sync and the actor's checkpoint files are stood in
     trainer.checkpoint_manager = SimpleNamespace(update_weights=lambda *a, **k: None, sleep_replicas=lambda: None)
-    trainer.actor_rollout_wg = SimpleNamespace(save_checkpoint=lambda *a, **k: None, load_checkpoint=lambda *a, **k: None)
+    trainer.actor_rollout_wg = SimpleNamespace(
+        save_checkpoint=lambda *a, **k: None, load_checkpoint=lambda *a, **k: None
+    )
     trainer.agent_loop_manager = FakeRollout(trainer)
     return trainer
 
@@ -116,7 +131,9 @@ def test_sampler_drives_verls_dapo_replay_buffer_and_survives_a_checkpoint(trans
     solved_seen = {r for r in seen if r % 3 == 0}
     assert set(sampler.easy.members().tolist()) == solved_seen, "every solved prompt drawn is in the easy pool"
     unsolved_seen = [r for r in seen if r % 3 == 1]
-    assert unsolved_seen and all(sampler.requeues[r] >= 1 for r in set(unsolved_seen)), "filtered prompts went back to the pool"
+    assert unsolved_seen and all(sampler.requeues[r] >= 1 for r in set(unsolved_seen)), (
+        "filtered prompts went back to the pool"
+    )
     assert not trainer.prompt_rows, "every dispatched prompt was reported back"
 
     # verl's checkpoint save writes the sampler's state; a new trainer resumes it exactly

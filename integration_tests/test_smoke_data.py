@@ -23,7 +23,11 @@ def test_parquet_loads_in_verls_rl_dataset_and_reward_loads_by_package_path(tmp_
     root = prepare(tmp_path / "smoke", dataclasses.replace(TinyModelSpec(), warmup_steps=2))
     config = compose_config(["recipe=mimo", "+preset=cpu_tiny", f"reasonrl.preset.assets={root}"])
     tokenizer = AutoTokenizer.from_pretrained(config.actor_rollout_ref.model.path)
-    dataset = RLHFDataset(data_files=[config.data.train_files], tokenizer=tokenizer, config=OmegaConf.merge(config.data, {"filter_overlong_prompts": True}))
+    dataset = RLHFDataset(
+        data_files=[config.data.train_files],
+        tokenizer=tokenizer,
+        config=OmegaConf.merge(config.data, {"filter_overlong_prompts": True}),
+    )
     assert len(dataset) == TRAIN_PROBLEMS, "no prompt may be longer than data.max_prompt_length"
     row = dataset[0]
     reward = get_custom_reward_fn(config)

@@ -42,26 +42,64 @@ print(float(loss), float(ref))
 
 
 def test_switch_sets_verl_keys_through_the_plugins_searchpath(example_plugin_path):
-    result = reasonrl_fresh(["train", "recipe=mimo", "+reasonrl/example_reinforce=on", "reasonrl.example_reinforce.entropy_bonus=0.01", "--cfg", "job", "--resolve"], example_plugin_path)
+    result = reasonrl_fresh(
+        [
+            "train",
+            "recipe=mimo",
+            "+reasonrl/example_reinforce=on",
+            "reasonrl.example_reinforce.entropy_bonus=0.01",
+            "--cfg",
+            "job",
+            "--resolve",
+        ],
+        example_plugin_path,
+    )
     assert result.returncode == 0, result.stderr
     assert "loss_mode: example_reinforce" in result.stdout
     assert "entropy_coeff: 0.01" in result.stdout
 
 
 def test_out_of_range_knob_fails_naming_key_and_range(example_plugin_path):
-    result = reasonrl_fresh(["train", "recipe=mimo", "+reasonrl/example_reinforce=on", "reasonrl.example_reinforce.entropy_bonus=5", "--cfg", "job"], example_plugin_path)
+    result = reasonrl_fresh(
+        [
+            "train",
+            "recipe=mimo",
+            "+reasonrl/example_reinforce=on",
+            "reasonrl.example_reinforce.entropy_bonus=5",
+            "--cfg",
+            "job",
+        ],
+        example_plugin_path,
+    )
     assert result.returncode == 2
     assert "reasonrl.example_reinforce.entropy_bonus" in result.stderr and "[0.0, 0.1]" in result.stderr
 
 
 def test_misspelt_knob_fails_with_suggestion(example_plugin_path):
-    result = reasonrl_fresh(["train", "recipe=mimo", "+reasonrl/example_reinforce=on", "+reasonrl.example_reinforce.entropy_bonsu=0.01", "--cfg", "job"], example_plugin_path)
+    result = reasonrl_fresh(
+        [
+            "train",
+            "recipe=mimo",
+            "+reasonrl/example_reinforce=on",
+            "+reasonrl.example_reinforce.entropy_bonsu=0.01",
+            "--cfg",
+            "job",
+        ],
+        example_plugin_path,
+    )
     assert result.returncode == 2
     assert "reasonrl.example_reinforce.entropy_bonsu" in result.stderr and "entropy_bonus" in result.stderr
 
 
 def test_cross_field_check_names_the_verl_key(example_plugin_path):
-    args = ["train", "recipe=mimo", "+reasonrl/example_reinforce=on", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla", "--cfg", "job"]
+    args = [
+        "train",
+        "recipe=mimo",
+        "+reasonrl/example_reinforce=on",
+        "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla",
+        "--cfg",
+        "job",
+    ]
     result = reasonrl_fresh(args, example_plugin_path)
     assert result.returncode == 2 and "actor_rollout_ref.actor.policy_loss.loss_mode" in result.stderr
 
@@ -73,4 +111,6 @@ def test_core_is_framework_free(example_plugin_path, monkeypatch):
     assert result.stdout.strip() == "[]"
     monkeypatch.syspath_prepend(str(example_plugin_path[1]))
     core = importlib.import_module("reasonrl_example_plugin.core")
-    torch.testing.assert_close(core.reinforce_token_loss(torch.tensor([-1.0]), torch.tensor([2.0])), torch.tensor([2.0]))
+    torch.testing.assert_close(
+        core.reinforce_token_loss(torch.tensor([-1.0]), torch.tensor([2.0])), torch.tensor([2.0])
+    )

@@ -65,7 +65,11 @@ def test_reasonrl_plugins_lists_registrations_and_errors(example_plugin_path, br
     report = json.loads(result.stdout)
     assert report["verl_bridge_ran"] is True
     assert report["upstream"]["verl"] == "0.9.1"
-    registrations = {(p, r["kind"], r["name"]): r["state"] for p, plugin in report["plugins"].items() for r in plugin["registrations"]}
+    registrations = {
+        (p, r["kind"], r["name"]): r["state"]
+        for p, plugin in report["plugins"].items()
+        for r in plugin["registrations"]
+    }
     assert registrations[("cpu_platform", "platform", "cpu")] == "registered"
     assert registrations[("example_reinforce", "policy_loss", "example_reinforce")] == "registered"
     assert report["plugins"]["example_reinforce"]["config_groups"] == ["reasonrl.example_reinforce"]

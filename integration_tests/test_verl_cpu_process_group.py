@@ -29,7 +29,9 @@ def test_cpu_platform_workers_get_a_gloo_group():
 
 
 def test_without_the_patch_torch_rejects_verls_backend_string():
-    result = python_fresh(INIT_AS_VERLS_WORKERS_DO, env={"VERL_PLATFORM": "cpu", "REASONRL_DISABLE_PATCHES": "verl-cpu-process-group"})
+    result = python_fresh(
+        INIT_AS_VERLS_WORKERS_DO, env={"VERL_PLATFORM": "cpu", "REASONRL_DISABLE_PATCHES": "verl-cpu-process-group"}
+    )
     assert result.returncode != 0 and "cpu:gloo,cpu:gloo" in result.stderr
 
 
@@ -50,5 +52,8 @@ def test_torchrun_entry_points_get_a_gloo_group_too():
     result = python_fresh(INIT_AS_VERLS_TORCHRUN_ENTRIES_DO, env={"VERL_PLATFORM": "cpu"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-2:] == ["(0, 0, 1)", "verl-cpu-process-group gloo"]
-    unpatched = python_fresh(INIT_AS_VERLS_TORCHRUN_ENTRIES_DO, env={"VERL_PLATFORM": "cpu", "REASONRL_DISABLE_PATCHES": "verl-cpu-process-group"})
+    unpatched = python_fresh(
+        INIT_AS_VERLS_TORCHRUN_ENTRIES_DO,
+        env={"VERL_PLATFORM": "cpu", "REASONRL_DISABLE_PATCHES": "verl-cpu-process-group"},
+    )
     assert unpatched.returncode != 0 and "cpu:gloo,cpu:gloo" in unpatched.stderr

@@ -33,7 +33,9 @@ def test_shim_is_a_metadata_only_vllm_distribution(tmp_path):
     assert shim.write_shim(tmp_path) == info  # idempotent
     found = {d.metadata["Name"]: d.version for d in distributions(path=[str(tmp_path)]) if (Path(d._path) == info)}
     assert found == {"vllm": expected}
-    assert all(line.startswith(info.name + "/") for line in (info / "RECORD").read_text().splitlines()), "uninstalling it removes only its own files"
+    assert all(line.startswith(info.name + "/") for line in (info / "RECORD").read_text().splitlines()), (
+        "uninstalling it removes only its own files"
+    )
 
 
 def test_verl_accepts_the_cpu_build():

@@ -41,7 +41,7 @@ def probe(drafting: str | None) -> dict:
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300, env=env)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert done.returncode == 0 and lines, done.stderr[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 def test_plain_vllm_keeps_its_own_mimo_drafter():
@@ -83,7 +83,9 @@ def test_worker_env_vars_reach_ray_resolved():
     from reasonrl.cli.train import compose_config, export_runtime_env
 
     config = compose_config(["recipe=mimo", "+preset=cpu_tiny", "+reasonrl/mtp=mimo"])
-    before = OmegaConf.to_container(config.ray_kwargs.ray_init.runtime_env, resolve=False)["env_vars"]["REASONRL_MTP_DRAFTER"]
+    before = OmegaConf.to_container(config.ray_kwargs.ray_init.runtime_env, resolve=False)["env_vars"][
+        "REASONRL_MTP_DRAFTER"
+    ]
     assert before == "multi_layer=${reasonrl.mtp.drafting}"
     saved = dict(os.environ)  # export_runtime_env also sets the driver's environment
     try:

@@ -14,7 +14,12 @@ from reasonrl.hookspecs import hookimpl
 from reasonrl.patching import Patch
 
 #: Module names (inside this package) of the shipped patches.
-SHIPPED: tuple[str, ...] = ("verl_cpu_process_group", "vllm_cpu_updatable_weights", "vllm_mtp_first_pass", "vllm_cpu_spec_decode_expand")
+SHIPPED: tuple[str, ...] = (
+    "verl_cpu_process_group",
+    "vllm_cpu_updatable_weights",
+    "vllm_mtp_first_pass",
+    "vllm_cpu_spec_decode_expand",
+)
 
 
 @hookimpl

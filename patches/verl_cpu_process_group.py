@@ -37,7 +37,11 @@ def _apply() -> None:
             return original_torchrun(timeout_second=timeout_second)
         import torch.distributed
 
-        torch.distributed.init_process_group(backend="gloo", timeout=timedelta(seconds=timeout_second), init_method=os.environ.get("DIST_INIT_METHOD", None))
+        torch.distributed.init_process_group(
+            backend="gloo",
+            timeout=timedelta(seconds=timeout_second),
+            init_method=os.environ.get("DIST_INIT_METHOD", None),
+        )
         return int(os.environ["LOCAL_RANK"]), int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 
     for patched in (initialize_global_process_group_ray, initialize_global_process_group):

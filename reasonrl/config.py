@@ -160,7 +160,9 @@ def validate_reasonrl_section(section: Mapping[str, Any] | None, groups: Mapping
             hint = difflib.get_close_matches(name, list(groups), n=1)
             suggestion = f" Did you mean 'reasonrl.{hint[0]}'?" if hint else ""
             known = sorted(groups) or "none installed"
-            raise ConfigError(f"reasonrl.{name}", f"no installed plugin declares this config group.{suggestion} Known groups: {known}")
+            raise ConfigError(
+                f"reasonrl.{name}", f"no installed plugin declares this config group.{suggestion} Known groups: {known}"
+            )
         if values is not None and not isinstance(values, Mapping):
             raise ConfigError(f"reasonrl.{name}", f"must be a mapping of knobs, got {values!r}")
         validated[name] = validate_group(groups[name], values)

@@ -77,12 +77,21 @@ def plot_run(run_dir: Path, out: Path | None = None) -> Path:
         return [s for s, _ in points], [v for _, v in points]
 
     reward_steps, rewards = curve(lambda m: first_present(m, REWARD_KEYS))
-    reward_axis.plot(reward_steps, rewards, marker="o", markersize=2, linewidth=0.8, alpha=0.6, label="train reward (sampled, mean)")
+    reward_axis.plot(
+        reward_steps, rewards, marker="o", markersize=2, linewidth=0.8, alpha=0.6, label="train reward (sampled, mean)"
+    )
     if len(rewards) >= 2 * SMOOTHING:
-        reward_axis.plot(reward_steps[SMOOTHING - 1 :], moving_average(rewards, SMOOTHING), linewidth=2, label=f"train reward, mean of {SMOOTHING} steps")
+        reward_axis.plot(
+            reward_steps[SMOOTHING - 1 :],
+            moving_average(rewards, SMOOTHING),
+            linewidth=2,
+            label=f"train reward, mean of {SMOOTHING} steps",
+        )
     validation_steps, validation = curve(validation_score)
     if validation:
-        reward_axis.plot(validation_steps, validation, marker="s", markersize=5, label="validation score (greedy, held-out)")
+        reward_axis.plot(
+            validation_steps, validation, marker="s", markersize=5, label="validation score (greedy, held-out)"
+        )
     reward_axis.set_ylabel("reward")
     reward_axis.legend(loc="best", fontsize=8)
     length_axis.plot(*curve(lambda m: first_present(m, LENGTH_KEYS)), marker="o", markersize=3)
@@ -107,4 +116,9 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = CliCommand(name="plot", help="plot reward and response length per step of a run: reasonrl plot <run dir>", configure=_configure, run=_run)
+COMMAND = CliCommand(
+    name="plot",
+    help="plot reward and response length per step of a run: reasonrl plot <run dir>",
+    configure=_configure,
+    run=_run,
+)

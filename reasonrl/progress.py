@@ -55,7 +55,9 @@ class RunRecord:
 
     def finite_rewards(self) -> bool:
         """Every trained step's reward is a finite number (verl's logger writes NaN as null)."""
-        return all(isinstance(m[REWARD], (int, float)) and math.isfinite(m[REWARD]) for m in self.training_steps().values())
+        return all(
+            isinstance(m[REWARD], (int, float)) and math.isfinite(m[REWARD]) for m in self.training_steps().values()
+        )
 
     def training_steps(self) -> dict[int, dict[str, float]]:
         return training_steps(self.steps)
@@ -102,7 +104,9 @@ def step_line(step: int, metrics: dict[str, float], record: RunRecord, memory_in
 def summary_lines(record: RunRecord, run_dir: Path, outcome: str) -> list[str]:
     """The end-of-launch summary: steps, reward, validation, time, memory, checkpoint."""
     trained = record.training_steps()
-    not_finite = [step for step, m in trained.items() if not (isinstance(m[REWARD], (int, float)) and math.isfinite(m[REWARD]))]
+    not_finite = [
+        step for step, m in trained.items() if not (isinstance(m[REWARD], (int, float)) and math.isfinite(m[REWARD]))
+    ]
     rewards = [m[REWARD] for step, m in trained.items() if step not in not_finite]
     times = [m[STEP_TIME] for m in trained.values() if STEP_TIME in m]
     head, tail = rewards[: min(5, len(rewards))], rewards[-min(5, len(rewards)) :]
@@ -110,19 +114,29 @@ def summary_lines(record: RunRecord, run_dir: Path, outcome: str) -> list[str]:
     checkpoint = latest_checkpoint(run_dir)
     lines = [f"[reasonrl] {outcome}: {run_dir}"]
     if trained:
-        lines.append(f"  steps             {min(trained)} -> {max(trained)} ({len(trained)} in this launch, {record.total_steps} configured)")
+        lines.append(
+            f"  steps             {min(trained)} -> {max(trained)} ({len(trained)} in this launch, {record.total_steps} configured)"
+        )
         if rewards:
-            lines.append(f"  train reward      {statistics.mean(head):.3f} -> {statistics.mean(tail):.3f} (mean of the first / last {len(head)} steps)")
+            lines.append(
+                f"  train reward      {statistics.mean(head):.3f} -> {statistics.mean(tail):.3f} (mean of the first / last {len(head)} steps)"
+            )
         if not_finite:
             lines.append(f"  NOT FINITE        reward at steps {not_finite}")
     else:
         lines.append("  steps             none finished in this launch")
     if validation:
         first, last = min(validation), max(validation)
-        lines.append(f"  validation        {validation[first]:.3f} (step {first}) -> {validation[last]:.3f} (step {last})")
+        lines.append(
+            f"  validation        {validation[first]:.3f} (step {first}) -> {validation[last]:.3f} (step {last})"
+        )
     if times:
-        lines.append(f"  time per step     {statistics.median(times):.1f} s median; launch {_duration(time.monotonic() - record.started)}")
-    lines.append(f"  host memory       peak {record.memory_peak / GIB:.1f} GiB in use ({record.memory_before / GIB:.1f} GiB before the launch)")
+        lines.append(
+            f"  time per step     {statistics.median(times):.1f} s median; launch {_duration(time.monotonic() - record.started)}"
+        )
+    lines.append(
+        f"  host memory       peak {record.memory_peak / GIB:.1f} GiB in use ({record.memory_before / GIB:.1f} GiB before the launch)"
+    )
     lines.append(f"  last checkpoint   {checkpoint or 'none'}")
     lines.append(f"  plot              reasonrl plot {run_dir}")
     return lines

@@ -64,7 +64,9 @@ def save_state(path: str | os.PathLike, state: dict) -> str:
     """Write ``state`` to ``path`` (atomically); returns its :func:`digest`."""
     meta, arrays = _split(state)
     buffer = io.BytesIO()
-    np.savez(buffer, **{META: np.frombuffer(meta.encode(), dtype=np.uint8)}, **{f"a{i}": a for i, a in enumerate(arrays)})
+    np.savez(
+        buffer, **{META: np.frombuffer(meta.encode(), dtype=np.uint8)}, **{f"a{i}": a for i, a in enumerate(arrays)}
+    )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")

@@ -36,7 +36,9 @@ def test_vllm_general_plugin_is_idempotent(isolated_plugins):
     from reasonrl.bridges.vllm import register
 
     calls: list[str] = []
-    isolated_plugins("demo", reasonrl_vllm_registrations=lambda: [Registration("vllm", "model", "m", lambda: calls.append("m"))])
+    isolated_plugins(
+        "demo", reasonrl_vllm_registrations=lambda: [Registration("vllm", "model", "m", lambda: calls.append("m"))]
+    )
     register()
     register()
     assert calls == ["m"]

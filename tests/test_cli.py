@@ -33,7 +33,9 @@ def test_plugin_command_is_added_and_runs(isolated_plugins, capsys):
 
 
 def test_duplicate_command_name_keeps_builtin(isolated_plugins, capsys):
-    isolated_plugins("clash", reasonrl_cli_commands=lambda: [CliCommand("plugins", "other", lambda p: None, lambda a: 9)])
+    isolated_plugins(
+        "clash", reasonrl_cli_commands=lambda: [CliCommand("plugins", "other", lambda p: None, lambda a: 9)]
+    )
     _parser, commands = build_parser()
     assert commands["plugins"].help.startswith("list discovered plugins")
     assert "defined twice" in capsys.readouterr().err

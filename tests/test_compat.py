@@ -37,14 +37,26 @@ def test_every_reach_names_its_range_piece_and_public_replacement():
         assert reach.touches and reach.used_by and reach.public_hook, reach.name
         assert reach.name.split(".")[0] in compat.MODULES, reach.name
     names = {reach.name for reach in reaches}
-    assert {"verl.sync-trainer", "verl.replay-buffer", "verl.main-ppo-body", "verl.sft-trainer", "verl.engine-registry",
-            "verl.policy-loss-config", "vllm.mtp-drafter", "megatron.host-buffers", "megatron.mtp-loss-internals",
-            "transformers.attn-implementation", "hydra.args-parser"} <= names
+    assert {
+        "verl.sync-trainer",
+        "verl.replay-buffer",
+        "verl.main-ppo-body",
+        "verl.sft-trainer",
+        "verl.engine-registry",
+        "verl.policy-loss-config",
+        "vllm.mtp-drafter",
+        "megatron.host-buffers",
+        "megatron.mtp-loss-internals",
+        "transformers.attn-implementation",
+        "hydra.args-parser",
+    } <= names
 
 
 def test_the_compat_layer_imports_no_upstream_package():
-    code = ("import sys; from reasonrl.compat import all_reaches, report_rows; all_reaches(); report_rows(); "
-            "print([m for m in ('verl', 'vllm', 'megatron', 'transformers', 'hydra') if m in sys.modules])")
+    code = (
+        "import sys; from reasonrl.compat import all_reaches, report_rows; all_reaches(); report_rows(); "
+        "print([m for m in ('verl', 'vllm', 'megatron', 'transformers', 'hydra') if m in sys.modules])"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
 
@@ -70,9 +82,16 @@ def test_start_up_lines_only_for_what_the_run_needs(monkeypatch):
     fake_versions(monkeypatch, vllm="0.33.0")
     drafting = {"reasonrl": {"mtp": {"enable": True, "drafting": True, "num_speculative_tokens": 3}}}
     lines = startup_problems(drafting)
-    assert len(lines) == 1 and "[vllm.mtp-drafter]" in lines[0] and "vllm>=0.24.0,<0.33" in lines[0] and "vllm 0.33.0" in lines[0], lines
+    assert (
+        len(lines) == 1
+        and "[vllm.mtp-drafter]" in lines[0]
+        and "vllm>=0.24.0,<0.33" in lines[0]
+        and "vllm 0.33.0" in lines[0]
+    ), lines
     # k = 1 drafts with vLLM's own MiMoMTPModel (layer 1 drafts token 1): nothing to refuse
-    assert startup_problems({"reasonrl": {"mtp": {"enable": True, "drafting": True, "num_speculative_tokens": 1}}}) == []
+    assert (
+        startup_problems({"reasonrl": {"mtp": {"enable": True, "drafting": True, "num_speculative_tokens": 1}}}) == []
+    )
     assert startup_problems({}) == []
 
 
@@ -108,14 +127,28 @@ def test_reasonrl_train_stops_on_a_wrong_vllm_only_for_multi_layer_drafting(monk
 
 def test_a_patch_that_does_not_apply_says_why(monkeypatch):
     applied = []
-    patch = Patch(name="test-not-applicable", package="pluggy", versions=">=0", changes="nothing", upstream_issue="none",
-                  apply=lambda: applied.append(1), when=lambda: "not this platform")
+    patch = Patch(
+        name="test-not-applicable",
+        package="pluggy",
+        versions=">=0",
+        changes="nothing",
+        upstream_issue="none",
+        apply=lambda: applied.append(1),
+        when=lambda: "not this platform",
+    )
     assert assess_patch(patch) == ("not-applicable", "not this platform")
     assert apply_patch(patch) == "not-applicable" and applied == []
     assert patch_reason("test-not-applicable") == "not this platform"
     # outside its range but not applicable: not refused (a GPU build never needs a CPU-platform fix)
-    outside = Patch(name="test-outside", package="pluggy", versions="<0.1", changes="nothing", upstream_issue="none",
-                    apply=lambda: None, when=lambda: "GPU build")
+    outside = Patch(
+        name="test-outside",
+        package="pluggy",
+        versions="<0.1",
+        changes="nothing",
+        upstream_issue="none",
+        apply=lambda: None,
+        when=lambda: "GPU build",
+    )
     assert assess_patch(outside)[0] == "not-applicable"
 
 

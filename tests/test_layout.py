@@ -31,9 +31,17 @@ def test_each_plugin_folder_is_self_contained():
         for source in folder.rglob("*.py"):
             tree = ast.parse(source.read_text())
             for node in ast.walk(tree):
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom)
+                    else []
+                )
                 for name in names:
-                    other = name.startswith("reasonrl.plugins.") and not name.startswith(f"reasonrl.plugins.{folder.name}")
+                    other = name.startswith("reasonrl.plugins.") and not name.startswith(
+                        f"reasonrl.plugins.{folder.name}"
+                    )
                     assert not other, f"{source}: imports another plugin ({name})"
 
 
@@ -43,6 +51,12 @@ def test_upstream_imports_only_in_adapter_modules():
         for source in [folder / "__init__.py", *folder.glob("core*.py")]:
             tree = ast.parse(source.read_text())
             for node in tree.body:
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom)
+                    else []
+                )
                 for name in names:
                     assert name.split(".")[0] not in UPSTREAMS, f"{source}: top-level import of {name}"

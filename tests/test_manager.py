@@ -12,7 +12,10 @@ from reasonrl.manager import call_each, load_errors
 def test_call_each_attributes_results_in_registration_order(isolated_plugins):
     isolated_plugins("first", reasonrl_plugin_info=lambda: PluginInfo("first", "one"))
     isolated_plugins("second", reasonrl_plugin_info=lambda: PluginInfo("second", "two"))
-    assert [(name, info.summary) for name, info in call_each("reasonrl_plugin_info")] == [("first", "one"), ("second", "two")]
+    assert [(name, info.summary) for name, info in call_each("reasonrl_plugin_info")] == [
+        ("first", "one"),
+        ("second", "two"),
+    ]
 
 
 def test_raising_hook_is_reported_and_others_still_answer(isolated_plugins, capsys):

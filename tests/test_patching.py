@@ -6,7 +6,14 @@ from importlib.metadata import version
 
 import pytest
 
-from reasonrl.patching import DISABLE_ENV, Patch, UnsupportedUpstreamVersion, apply_patch, apply_patches_for, patch_status
+from reasonrl.patching import (
+    DISABLE_ENV,
+    Patch,
+    UnsupportedUpstreamVersion,
+    apply_patch,
+    apply_patches_for,
+    patch_status,
+)
 
 PLUGGY = version("pluggy")
 
@@ -60,7 +67,9 @@ def test_failed_apply_is_marked_and_reraised(isolated_plugins):
 
 
 def test_declaration_is_checked():
-    with pytest.raises(Exception):
+    from packaging.specifiers import InvalidSpecifier
+
+    with pytest.raises(InvalidSpecifier):
         Patch("x", "pluggy", "not a specifier", "x", "issue", lambda: None)
     with pytest.raises(ValueError, match="upstream issue"):
         Patch("x", "pluggy", ">=1", "x", "", lambda: None)
@@ -85,7 +94,9 @@ def test_cpu_spec_decode_expand_repeats_each_request_value_and_replaces():
     from reasonrl.patches.vllm_cpu_spec_decode_expand import expand_batch_to_tokens
 
     temperatures = torch.tensor([1.0, 0.7, -1.0])
-    expanded = expand_batch_to_tokens(temperatures, torch.tensor([1, 3, 4], dtype=torch.int32), 4, replace_from=-1, replace_to=1)
+    expanded = expand_batch_to_tokens(
+        temperatures, torch.tensor([1, 3, 4], dtype=torch.int32), 4, replace_from=-1, replace_to=1
+    )
     assert expanded.tolist() == [1.0, 0.699999988079071, 0.699999988079071, 1.0] and expanded.dtype == torch.float32
     top_k = expand_batch_to_tokens(torch.tensor([5, 0]), torch.tensor([2, 2]), 2)
     assert top_k.tolist() == [5, 5]

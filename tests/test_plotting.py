@@ -6,9 +6,9 @@ from reasonrl.plotting import load_metrics, plot_run
 
 
 def _log(path, steps):
-    from verl.utils.tracking import FileLogger
-
     import os
+
+    from verl.utils.tracking import FileLogger
 
     os.environ["VERL_FILE_LOGGER_PATH"] = str(path)
     try:

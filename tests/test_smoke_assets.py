@@ -14,7 +14,15 @@ from reasonrl.smoke.tokenizer import build_tokenizer
 
 @pytest.mark.parametrize(
     ("response", "truth", "score"),
-    [("58", "58", 1.0), (" 58<eos>", "58", 1.0), ("58 and more", "58", 1.0), ("5", "58", 0.0), ("580", "58", 0.0), ("", "0", 0.0), ("+58", "58", 0.0)],
+    [
+        ("58", "58", 1.0),
+        (" 58<eos>", "58", 1.0),
+        ("58 and more", "58", 1.0),
+        ("5", "58", 0.0),
+        ("580", "58", 0.0),
+        ("", "0", 0.0),
+        ("+58", "58", 0.0),
+    ],
 )
 def test_reward_is_exact_leading_number(response, truth, score):
     assert compute_score("reasonrl/arithmetic", response, truth) == score
@@ -32,8 +40,16 @@ def test_tokenizer_round_trips_and_templates_the_prompt():
     tokenizer = build_tokenizer()
     ids = tokenizer("49+49=98")["input_ids"]
     assert len(ids) == 8 and tokenizer.decode(ids) == "49+49=98"
-    assert tokenizer.apply_chat_template([{"role": "user", "content": "1+2="}], tokenize=False, add_generation_prompt=True) == "1+2="
-    assert extract_answer(tokenizer.decode(tokenizer("12")["input_ids"] + [tokenizer.eos_token_id], skip_special_tokens=True)) == "12"
+    assert (
+        tokenizer.apply_chat_template([{"role": "user", "content": "1+2="}], tokenize=False, add_generation_prompt=True)
+        == "1+2="
+    )
+    assert (
+        extract_answer(
+            tokenizer.decode(tokenizer("12")["input_ids"] + [tokenizer.eos_token_id], skip_special_tokens=True)
+        )
+        == "12"
+    )
 
 
 def test_saved_tokenizer_reloads_as_verl_and_vllm_load_it(tmp_path):
@@ -85,7 +101,9 @@ def test_warm_start_never_sees_the_held_out_problems(monkeypatch):
 
     seen: list[Problem] = []
     real_batch = model_module._batch
-    monkeypatch.setattr(model_module, "_batch", lambda problems, tok: seen.extend(problems) or real_batch(problems, tok))
+    monkeypatch.setattr(
+        model_module, "_batch", lambda problems, tok: seen.extend(problems) or real_batch(problems, tok)
+    )
     spec = dataclasses.replace(TinyModelSpec(), warmup_steps=20, warmup_problems=40)
     held_out = set(model_module.warmup_pool(spec, exclude=set())[:30])  # the warm-start pool's own head
     tokenizer = build_tokenizer()
@@ -105,7 +123,9 @@ def test_prepared_splits_are_disjoint_and_unseen_by_the_warm_start(tmp_path, mon
 
     seen: list[Problem] = []
     real_batch = model_module._batch
-    monkeypatch.setattr(model_module, "_batch", lambda problems, tok: seen.extend(problems) or real_batch(problems, tok))
+    monkeypatch.setattr(
+        model_module, "_batch", lambda problems, tok: seen.extend(problems) or real_batch(problems, tok)
+    )
     root = prepare_module.prepare(tmp_path / "smoke", dataclasses.replace(TinyModelSpec(), warmup_steps=30))
 
     def prompts(split: str) -> set[str]:

@@ -64,10 +64,21 @@ def test_callbacks_that_change_the_actor_loss_compose_into_one_loss():
     from reasonrl.bridges import verl_actor_loss
 
     installed = []
-    trainer = SimpleNamespace(config=SimpleNamespace(actor_rollout_ref=SimpleNamespace(actor={"strategy": "fsdp"})),
-                              actor_rollout_wg=SimpleNamespace(set_loss_fn=installed.append))
-    first, second = SimpleNamespace(adjust_config=lambda config, data: None), SimpleNamespace(loss=lambda *args: (0.0, {}))
-    callbacks = [("a", SimpleNamespace(actor_loss_term=lambda: first)), ("b", SimpleNamespace()), ("c", SimpleNamespace(actor_loss_term=lambda: second))]
+    trainer = SimpleNamespace(
+        config=SimpleNamespace(actor_rollout_ref=SimpleNamespace(actor={"strategy": "fsdp"})),
+        actor_rollout_wg=SimpleNamespace(set_loss_fn=installed.append),
+    )
+    first, second = (
+        SimpleNamespace(adjust_config=lambda config, data: None),
+        SimpleNamespace(loss=lambda *args: (0.0, {})),
+    )
+    callbacks = [
+        ("a", SimpleNamespace(actor_loss_term=lambda: first)),
+        ("b", SimpleNamespace()),
+        ("c", SimpleNamespace(actor_loss_term=lambda: second)),
+    ]
     loss = verl_actor_loss.install(trainer, callbacks)
     assert installed == [loss] and loss.terms == [("a", first), ("c", second)]
-    assert verl_actor_loss.install(trainer, [("b", SimpleNamespace())]) is None and len(installed) == 1  # verl's own loss stays
+    assert (
+        verl_actor_loss.install(trainer, [("b", SimpleNamespace())]) is None and len(installed) == 1
+    )  # verl's own loss stays

@@ -30,7 +30,7 @@ def run_python(code: str, **env: str) -> str:
 def result_of(stdout: str) -> dict:
     lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, stdout[-2000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 def test_the_stack_is_verls_gpu_pins():
@@ -39,19 +39,26 @@ def test_the_stack_is_verls_gpu_pins():
 
 
 def test_import_verl_applies_reasonrls_registrations():
-    result = result_of(run_python(
-        "import json, verl\n"
-        "from reasonrl.bridges import STATUS\nfrom reasonrl.manager import load_errors\n"
-        "s = STATUS['verl']\n"
-        "print('RESULT', json.dumps({'ran': s.ran, 'applied': [r.name for _, r in s.applied], 'failed': [r.name for _, r in s.failed],"
-        " 'patches': s.patches, 'errors': [e.error for e in load_errors()]}))"))
+    result = result_of(
+        run_python(
+            "import json, verl\n"
+            "from reasonrl.bridges import STATUS\nfrom reasonrl.manager import load_errors\n"
+            "s = STATUS['verl']\n"
+            "print('RESULT', json.dumps({'ran': s.ran, 'applied': [r.name for _, r in s.applied], 'failed': [r.name for _, r in s.failed],"
+            " 'patches': s.patches, 'errors': [e.error for e in load_errors()]}))"
+        )
+    )
     assert result["ran"] and result["failed"] == [] and result["errors"] == [], result
-    assert {"longcat", "kimi_mirror_descent", "reasonrl", "masked_grpo", "cpu", "mimo"} <= set(result["applied"]), result
+    assert {"longcat", "kimi_mirror_descent", "reasonrl", "masked_grpo", "cpu", "mimo"} <= set(result["applied"]), (
+        result
+    )
     assert result["patches"] == {"verl-cpu-process-group": "applied"}
 
 
 def test_plugins_report_lists_every_plugin_and_patch_with_a_status():
-    done = subprocess.run([sys.executable, "-m", "reasonrl.cli.main", "plugins", "--json"], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "reasonrl.cli.main", "plugins", "--json"], capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     assert {"cpu_platform", "objectives", "rewards", "sampling", "puzzle", "mtp", "patches"} <= set(report["plugins"])
@@ -74,16 +81,19 @@ def test_plugins_report_lists_every_plugin_and_patch_with_a_status():
 
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_recipes_pass_verls_validation_with_gpu_settings(recipe):
-    result = result_of(run_python(
-        "import json\nfrom reasonrl.cli.train import compose_config, check_upstream_versions\n"
-        "from reasonrl.api import validate_config as validate_reasonrl\n"
-        "from verl.utils.config import validate_config\n"
-        "from verl.trainer.ppo.utils import need_critic, need_reference_policy\n"
-        f"config = compose_config(['recipe={recipe}'])\n"
-        "validate_reasonrl(config); check_upstream_versions(config)\n"
-        "validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))\n"
-        "print('RESULT', json.dumps({'device': config.trainer.device, 'rollout': config.actor_rollout_ref.rollout.name,"
-        " 'env': dict(config.ray_kwargs.ray_init.get('runtime_env', {}).get('env_vars', {}) or {})}))"))
+    result = result_of(
+        run_python(
+            "import json\nfrom reasonrl.cli.train import compose_config, check_upstream_versions\n"
+            "from reasonrl.api import validate_config as validate_reasonrl\n"
+            "from verl.utils.config import validate_config\n"
+            "from verl.trainer.ppo.utils import need_critic, need_reference_policy\n"
+            f"config = compose_config(['recipe={recipe}'])\n"
+            "validate_reasonrl(config); check_upstream_versions(config)\n"
+            "validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))\n"
+            "print('RESULT', json.dumps({'device': config.trainer.device, 'rollout': config.actor_rollout_ref.rollout.name,"
+            " 'env': dict(config.ray_kwargs.ray_init.get('runtime_env', {}).get('env_vars', {}) or {})}))"
+        )
+    )
     assert result["device"] == "cuda" and result["rollout"] == "vllm", result
     assert "VERL_PLATFORM" not in result["env"], result  # no CPU preset
 
@@ -149,7 +159,9 @@ def test_the_multi_layer_drafter_registers_and_loads_on_vllm_0_24(tmp_path):
     on, that name is reasonrl's drafter, its first-pass patch applies, and a 3-layer checkpoint's
     weights land in it (stacked q/k/v and gate/up included). Its forward needs a GPU: not run."""
     run_python(MAKE_CHECKPOINT.replace("sys.argv[1]", repr(str(tmp_path))))
-    result = result_of(run_python(BUILD_DRAFTER.replace("sys.argv[1]", repr(str(tmp_path))), REASONRL_MTP_DRAFTER="multi_layer=True"))
+    result = result_of(
+        run_python(BUILD_DRAFTER.replace("sys.argv[1]", repr(str(tmp_path))), REASONRL_MTP_DRAFTER="multi_layer=True")
+    )
     assert result["architecture"] == "MiMoMTPModel"
     assert result["class"] == "reasonrl.plugins.mtp.vllm_drafter.MiMoMultiLayerMTP", result
     assert result["patches"]["vllm-mtp-first-pass"] == "applied", result
@@ -162,20 +174,34 @@ def test_plain_vllm_0_24_keeps_its_own_mimo_drafter():
         "import json\nfrom vllm.plugins import load_general_plugins\nload_general_plugins()\n"
         "from vllm import ModelRegistry\nfrom reasonrl.bridges import STATUS\nfrom reasonrl.patching import patch_reason\n"
         "print('RESULT', json.dumps({'module': ModelRegistry.models['MiMoMTPModel'].module_name, 'patches': STATUS['vllm'].patches,"
-        " 'first_pass': patch_reason('vllm-mtp-first-pass')}))")
+        " 'first_pass': patch_reason('vllm-mtp-first-pass')}))"
+    )
     result = result_of(run_python(probe))
     assert result["module"] == "vllm.model_executor.models.mimo_mtp", result
-    assert set(result["patches"].values()) == {"not-applicable"} and "REASONRL_MTP_DRAFTER unset" in result["first_pass"], result
+    assert (
+        set(result["patches"].values()) == {"not-applicable"} and "REASONRL_MTP_DRAFTER unset" in result["first_pass"]
+    ), result
 
 
 def test_what_vllm_0_24_offers_without_a_gpu():
-    result = result_of(run_python(
-        "import inspect, json\nimport vllm\nfrom vllm import SamplingParams\n"
-        "from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer\n"
-        "params = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=8, logprobs=0)\n"
-        "print('RESULT', json.dumps({'version': vllm.__version__, 'max_tokens': params.max_tokens,"
-        " 'first_pass_parameters': list(inspect.signature(SpecDecodeBaseProposer.set_inputs_first_pass).parameters)}))"))
+    result = result_of(
+        run_python(
+            "import inspect, json\nimport vllm\nfrom vllm import SamplingParams\n"
+            "from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer\n"
+            "params = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=8, logprobs=0)\n"
+            "print('RESULT', json.dumps({'version': vllm.__version__, 'max_tokens': params.max_tokens,"
+            " 'first_pass_parameters': list(inspect.signature(SpecDecodeBaseProposer.set_inputs_first_pass).parameters)}))"
+        )
+    )
     assert result["version"] == "0.24.0" and result["max_tokens"] == 8
     # the method the first-pass patch wraps, with the parameters it has in 0.32
-    assert result["first_pass_parameters"] == ["self", "target_token_ids", "next_token_ids", "target_positions", "target_hidden_states",
-                                               "token_indices_to_sample", "cad", "num_rejected_tokens_gpu"], result
+    assert result["first_pass_parameters"] == [
+        "self",
+        "target_token_ids",
+        "next_token_ids",
+        "target_positions",
+        "target_hidden_states",
+        "token_indices_to_sample",
+        "cad",
+        "num_rejected_tokens_gpu",
+    ], result

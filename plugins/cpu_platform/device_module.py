@@ -88,7 +88,9 @@ class CpuDeviceModule(ModuleType):
     def get_device_properties(self, device: Any = None) -> Any:
         from types import SimpleNamespace
 
-        return SimpleNamespace(name="cpu", total_memory=psutil.virtual_memory().total, multi_processor_count=psutil.cpu_count())
+        return SimpleNamespace(
+            name="cpu", total_memory=psutil.virtual_memory().total, multi_processor_count=psutil.cpu_count()
+        )
 
 
 CPU_DEVICE_MODULE = CpuDeviceModule()

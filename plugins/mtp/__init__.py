@@ -34,13 +34,21 @@ def _drafter_skip_reason() -> str | None:
 
 @hookimpl
 def reasonrl_plugin_info() -> PluginInfo:
-    return PluginInfo(name="mtp", summary="multi-token prediction: MTP loss + λ schedule, MiMo checkpoint class, replication, multi-layer vLLM drafter", reports=("MiMo §2.2",))
+    return PluginInfo(
+        name="mtp",
+        summary="multi-token prediction: MTP loss + λ schedule, MiMo checkpoint class, replication, multi-layer vLLM drafter",
+        reports=("MiMo §2.2",),
+    )
 
 
 @hookimpl
 def reasonrl_verl_registrations() -> list[Registration]:
     # verl's FSDP engine loads models through transformers' Auto classes
-    return [Registration("verl", "transformers_model", "mimo", _register_model, "AutoModelForCausalLM['mimo'] = MiMoForCausalLM")]
+    return [
+        Registration(
+            "verl", "transformers_model", "mimo", _register_model, "AutoModelForCausalLM['mimo'] = MiMoForCausalLM"
+        )
+    ]
 
 
 @hookimpl
@@ -51,8 +59,14 @@ def reasonrl_vllm_registrations() -> list[Registration]:
         # vLLM's MiMoMTP drafts with layer 0 only (asserts spec_step_idx == 0)
         # only where reasonrl's MTP drafting is on (+reasonrl/mtp=mimo sets REASONRL_MTP_DRAFTER for
         # the run's workers): other vLLM processes of the environment keep vLLM's own class
-        Registration("vllm", "model", "MiMoMTPModel", _register_drafter, "MiMoMTPModel = reasonrl MiMoMultiLayerMTP (layer k drafts token k)",
-                     when=_drafter_skip_reason),
+        Registration(
+            "vllm",
+            "model",
+            "MiMoMTPModel",
+            _register_drafter,
+            "MiMoMTPModel = reasonrl MiMoMultiLayerMTP (layer k drafts token k)",
+            when=_drafter_skip_reason,
+        ),
     ]
 
 

@@ -45,12 +45,33 @@ def _load(checkpoint: Path):
     return AutoModelForCausalLM.from_pretrained(checkpoint), tokenizer
 
 
-def _train_save_report(model, tokenizer, data: Path, held_out: Path, out: Path, steps: int, lr: float, prompt_length: int, seed: int, log,
-                       train_depths: tuple[int, ...] | None) -> dict:
+def _train_save_report(
+    model,
+    tokenizer,
+    data: Path,
+    held_out: Path,
+    out: Path,
+    steps: int,
+    lr: float,
+    prompt_length: int,
+    seed: int,
+    log,
+    train_depths: tuple[int, ...] | None,
+) -> dict:
     """Train the chosen MTP layers on a frozen main model, save, report held-out acceptance."""
     from reasonrl.plugins.mtp.training import acceptance, read_sequences, train
 
-    train(model, read_sequences(data, tokenizer), steps, lr=lr, train_main=False, train_depths=train_depths, main_in_loss=False, seed=seed, log=log)
+    train(
+        model,
+        read_sequences(data, tokenizer),
+        steps,
+        lr=lr,
+        train_main=False,
+        train_depths=train_depths,
+        main_in_loss=False,
+        seed=seed,
+        log=log,
+    )
     model.save_pretrained(out)
     if tokenizer is not None:
         tokenizer.save_pretrained(out)
@@ -59,8 +80,18 @@ def _train_save_report(model, tokenizer, data: Path, held_out: Path, out: Path, 
     return report
 
 
-def replicate_checkpoint(checkpoint: Path, layers: int, data: Path, held_out: Path, out: Path, steps: int = 300, lr: float = 3e-3,
-                         prompt_length: int = 0, seed: int = 0, log=print) -> dict:
+def replicate_checkpoint(
+    checkpoint: Path,
+    layers: int,
+    data: Path,
+    held_out: Path,
+    out: Path,
+    steps: int = 300,
+    lr: float = 3e-3,
+    prompt_length: int = 0,
+    seed: int = 0,
+    log=print,
+) -> dict:
     """MiMo §2.3: layer 1 copied into ``layers`` layers; layers 2..k trained, the rest frozen."""
     from reasonrl.plugins.mtp.training import replicate
 
@@ -68,11 +99,23 @@ def replicate_checkpoint(checkpoint: Path, layers: int, data: Path, held_out: Pa
     if not hasattr(model.model, "mtp_layers"):
         raise ValueError(f"{checkpoint}: not a MiMo-layout checkpoint (model_type {model.config.model_type!r})")
     replicate(model, layers)
-    return _train_save_report(model, tokenizer, data, held_out, out, steps, lr, prompt_length, seed, log, tuple(range(2, layers + 1)))
+    return _train_save_report(
+        model, tokenizer, data, held_out, out, steps, lr, prompt_length, seed, log, tuple(range(2, layers + 1))
+    )
 
 
-def attach_checkpoint(checkpoint: Path, layers: int, data: Path, held_out: Path, out: Path, steps: int = 300, lr: float = 3e-3,
-                      prompt_length: int = 0, seed: int = 0, log=print) -> dict:
+def attach_checkpoint(
+    checkpoint: Path,
+    layers: int,
+    data: Path,
+    held_out: Path,
+    out: Path,
+    steps: int = 300,
+    lr: float = 3e-3,
+    prompt_length: int = 0,
+    seed: int = 0,
+    log=print,
+) -> dict:
     """A Qwen2 checkpoint in MiMo's layout with ``layers`` new MTP layers trained on a frozen main model."""
     import torch
 
@@ -80,7 +123,9 @@ def attach_checkpoint(checkpoint: Path, layers: int, data: Path, held_out: Path,
 
     model, tokenizer = _load(checkpoint)
     torch.manual_seed(seed)
-    return _train_save_report(to_mimo(model, layers), tokenizer, data, held_out, out, steps, lr, prompt_length, seed, log, None)
+    return _train_save_report(
+        to_mimo(model, layers), tokenizer, data, held_out, out, steps, lr, prompt_length, seed, log, None
+    )
 
 
 def print_acceptance(report: dict) -> None:
@@ -100,7 +145,17 @@ def _run(args: argparse.Namespace) -> int:
         if missing:
             raise ValueError(f"{args.action} needs --{', --'.join(name.replace('_', '-') for name in missing)}")
         command = attach_checkpoint if args.action == "attach" else replicate_checkpoint
-        report = command(args.checkpoint, args.layers, args.data, args.held_out, args.out, args.steps or 300, args.lr, args.prompt_length, args.seed)
+        report = command(
+            args.checkpoint,
+            args.layers,
+            args.data,
+            args.held_out,
+            args.out,
+            args.steps or 300,
+            args.lr,
+            args.prompt_length,
+            args.seed,
+        )
         print_acceptance(report)
         return 0
     except ValueError as error:
@@ -108,4 +163,9 @@ def _run(args: argparse.Namespace) -> int:
         return 2
 
 
-MTP_COMMAND = CliCommand("mtp", "multi-token prediction: toy MiMo checkpoint, layer replication + per-layer acceptance (MiMo §2.2-2.3)", _configure, _run)
+MTP_COMMAND = CliCommand(
+    "mtp",
+    "multi-token prediction: toy MiMo checkpoint, layer replication + per-layer acceptance (MiMo §2.2-2.3)",
+    _configure,
+    _run,
+)

@@ -22,7 +22,10 @@ class MTPConfig:
     """``reasonrl.mtp``: multi-token prediction in training and in rollout."""
 
     enable: bool = knob(False, help="load and save the checkpoint's MTP layers (plugin on)")
-    train: bool = knob(False, help="RL: train the MTP layers with the auxiliary loss (λ = loss_weight); MiMo freezes them in RL (false)")
+    train: bool = knob(
+        False,
+        help="RL: train the MTP layers with the auxiliary loss (λ = loss_weight); MiMo freezes them in RL (false)",
+    )
     drafting: bool = knob(False, help="speculative decoding with the MTP layers in verl's vLLM rollout")
     num_speculative_tokens: int = knob(1, help="draft tokens per step when drafting; layer k drafts token k", low=1)
     loss_weight: float = knob(0.3, help="λ of L_main + λ·mean_k L^k (MiMo pre-training: 0.3)", low=0.0)
@@ -34,7 +37,11 @@ class MTPConfig:
             raise ConfigError(f"{KEY}.drafting", "drafting needs the MTP layers: set reasonrl.mtp.enable=true")
 
 
-MTP_GROUP = ConfigGroup("mtp", MTPConfig, "multi-token prediction: MTP loss and λ schedule, frozen or trained MTP layers, multi-layer vLLM drafting")
+MTP_GROUP = ConfigGroup(
+    "mtp",
+    MTPConfig,
+    "multi-token prediction: MTP loss and λ schedule, frozen or trained MTP layers, multi-layer vLLM drafting",
+)
 
 
 def settings_from(config) -> MTPConfig:
@@ -57,22 +64,45 @@ def check_run(config) -> None:
     select = functools.partial(config_value, config)
     if not settings.enable:
         return
-    mirrored = {"enable": settings.enable, "enable_train": settings.train, "enable_rollout": settings.drafting,
-                "num_speculative_tokens": settings.num_speculative_tokens}
+    mirrored = {
+        "enable": settings.enable,
+        "enable_train": settings.train,
+        "enable_rollout": settings.drafting,
+        "num_speculative_tokens": settings.num_speculative_tokens,
+    }
     for key, value in mirrored.items():
         if select(f"{VERL_KEY}.{key}") != value:
-            raise ConfigError(f"{VERL_KEY}.{key}", f"is {select(f'{VERL_KEY}.{key}')!r} but reasonrl.mtp says {value!r}: switch MTP with +reasonrl/mtp=mimo and reasonrl.mtp.* only")
+            raise ConfigError(
+                f"{VERL_KEY}.{key}",
+                f"is {select(f'{VERL_KEY}.{key}')!r} but reasonrl.mtp says {value!r}: switch MTP with +reasonrl/mtp=mimo and reasonrl.mtp.* only",
+            )
     layers = checkpoint_mtp_layers(select("actor_rollout_ref.model.path"))
     k = settings.num_speculative_tokens if settings.drafting else 0
     if layers is not None and layers == 0:
-        raise ConfigError(f"{KEY}.enable", f"the checkpoint {select('actor_rollout_ref.model.path')} has no MTP layers (num_nextn_predict_layers = 0)")
+        raise ConfigError(
+            f"{KEY}.enable",
+            f"the checkpoint {select('actor_rollout_ref.model.path')} has no MTP layers (num_nextn_predict_layers = 0)",
+        )
     if layers is not None and k > layers:
-        raise ConfigError(f"{KEY}.num_speculative_tokens", f"{k} draft tokens need {k} MTP layers (layer k drafts token k) but the checkpoint has {layers}: "
-                          f"use at most {layers}, or `reasonrl mtp replicate --layers {k}` first")
+        raise ConfigError(
+            f"{KEY}.num_speculative_tokens",
+            f"{k} draft tokens need {k} MTP layers (layer k drafts token k) but the checkpoint has {layers}: "
+            f"use at most {layers}, or `reasonrl mtp replicate --layers {k}` first",
+        )
     if settings.train and settings.switch_at:
-        raise ConfigError(f"{KEY}.switch_at", "verl's megatron MTP loss keeps one λ (mtp_loss_scaling_factor = reasonrl.mtp.loss_weight) for the whole run: "
-                          "leave switch_at at 0 (the schedule applies to `reasonrl mtp` training)")
-    if settings.train and select("actor_rollout_ref.actor.strategy") != "megatron" and select("trainer.v1.trainer_mode") != "reasonrl_sync":
+        raise ConfigError(
+            f"{KEY}.switch_at",
+            "verl's megatron MTP loss keeps one λ (mtp_loss_scaling_factor = reasonrl.mtp.loss_weight) for the whole run: "
+            "leave switch_at at 0 (the schedule applies to `reasonrl mtp` training)",
+        )
+    if (
+        settings.train
+        and select("actor_rollout_ref.actor.strategy") != "megatron"
+        and select("trainer.v1.trainer_mode") != "reasonrl_sync"
+    ):
         # verl's FSDP actor ignores mtp.enable_train: our loss comes in through reasonrl's trainer mode
-        raise ConfigError("trainer.v1.trainer_mode", "training the MTP layers on an FSDP actor needs trainer mode reasonrl_sync (set by +reasonrl/mtp=mimo): "
-                          "otherwise verl keeps them frozen")
+        raise ConfigError(
+            "trainer.v1.trainer_mode",
+            "training the MTP layers on an FSDP actor needs trainer mode reasonrl_sync (set by +reasonrl/mtp=mimo): "
+            "otherwise verl keeps them frozen",
+        )

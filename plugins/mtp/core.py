@@ -52,7 +52,9 @@ class MTPLayer(nn.Module):
         self.__dict__["block"] = block  # not registered: its parameters are already ours
 
     def forward(self, previous: torch.Tensor, next_token_embeddings: torch.Tensor, **block_kwargs) -> torch.Tensor:
-        combined = self.input_proj(torch.cat([self.hidden_layernorm(previous), self.token_layernorm(next_token_embeddings)], dim=-1))
+        combined = self.input_proj(
+            torch.cat([self.hidden_layernorm(previous), self.token_layernorm(next_token_embeddings)], dim=-1)
+        )
         output = self.block(combined, **block_kwargs)
         return output[0] if isinstance(output, tuple) else output
 
@@ -77,8 +79,16 @@ class MTPTokenLosses:
         return [(ce * ok).sum() / ok.sum().clamp_min(1) for ce, ok in zip(self.per_token, self.valid)]
 
 
-def mtp_token_losses(layers: nn.ModuleList, main_hidden: torch.Tensor, input_ids: torch.Tensor, embed: nn.Module, head: nn.Module,
-                     loss_mask: torch.Tensor | None = None, sequence_positions: torch.Tensor | None = None, **block_kwargs) -> MTPTokenLosses:
+def mtp_token_losses(
+    layers: nn.ModuleList,
+    main_hidden: torch.Tensor,
+    input_ids: torch.Tensor,
+    embed: nn.Module,
+    head: nn.Module,
+    loss_mask: torch.Tensor | None = None,
+    sequence_positions: torch.Tensor | None = None,
+    **block_kwargs,
+) -> MTPTokenLosses:
     """Run the chained depths on a full sequence. Positions past the end (no token i+k or
     i+k+1) are computed but masked out; under causal attention they do not affect earlier
     positions, so this equals running each depth on the truncated sequence. ``loss_mask`` marks
@@ -96,18 +106,34 @@ def mtp_token_losses(layers: nn.ModuleList, main_hidden: torch.Tensor, input_ids
         if loss_mask is not None:
             valid = valid & torch.roll(loss_mask.bool(), shifts=-(depth + 1), dims=1)
         if sequence_positions is not None:
-            valid = valid & (torch.roll(sequence_positions, shifts=-(depth + 1), dims=1) == sequence_positions + depth + 1)
-        out.per_token.append(nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none").reshape(batch, length))
+            valid = valid & (
+                torch.roll(sequence_positions, shifts=-(depth + 1), dims=1) == sequence_positions + depth + 1
+            )
+        out.per_token.append(
+            nn.functional.cross_entropy(
+                logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"
+            ).reshape(batch, length)
+        )
         out.valid.append(valid)
         out.logits.append(logits)
         previous = hidden
     return out
 
 
-def mtp_forward(layers: nn.ModuleList, main_hidden: torch.Tensor, input_ids: torch.Tensor, embed: nn.Module, head: nn.Module,
-                loss_mask: torch.Tensor | None = None, sequence_positions: torch.Tensor | None = None, **block_kwargs) -> MTPOutput:
+def mtp_forward(
+    layers: nn.ModuleList,
+    main_hidden: torch.Tensor,
+    input_ids: torch.Tensor,
+    embed: nn.Module,
+    head: nn.Module,
+    loss_mask: torch.Tensor | None = None,
+    sequence_positions: torch.Tensor | None = None,
+    **block_kwargs,
+) -> MTPOutput:
     """Per-depth mean losses L^k and logits (``mtp_token_losses`` reduced by the mean)."""
-    tokens = mtp_token_losses(layers, main_hidden, input_ids, embed, head, loss_mask, sequence_positions, **block_kwargs)
+    tokens = mtp_token_losses(
+        layers, main_hidden, input_ids, embed, head, loss_mask, sequence_positions, **block_kwargs
+    )
     return MTPOutput(tokens.means(), tokens.logits)
 
 

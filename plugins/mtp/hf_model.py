@@ -48,7 +48,9 @@ def attach(model: nn.Module, num_layers: int) -> nn.Module:
     if num_layers < 1:
         raise ValueError(f"num_layers must be >= 1, got {num_layers}")
     reference = next(model.parameters())
-    model.model.mtp_layers = nn.ModuleList([new_mtp_layer(model) for _ in range(num_layers)]).to(reference.device, reference.dtype)
+    model.model.mtp_layers = nn.ModuleList([new_mtp_layer(model) for _ in range(num_layers)]).to(
+        reference.device, reference.dtype
+    )
     model.config.num_nextn_predict_layers = num_layers
     return model
 
@@ -72,25 +74,53 @@ def _main_forward(model: nn.Module, main_forward=None, **inputs):
     return output, captured["hidden"]
 
 
-def _mtp_token_losses(model: nn.Module, main_hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-                      position_ids: torch.Tensor | None, loss_mask: torch.Tensor | None, depths: int | None) -> MTPTokenLosses:
+def _mtp_token_losses(
+    model: nn.Module,
+    main_hidden: torch.Tensor,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    position_ids: torch.Tensor | None,
+    loss_mask: torch.Tensor | None,
+    depths: int | None,
+) -> MTPTokenLosses:
     """The MTP depths on the main model's inputs, with the main model's own attention mask
     (padding, or packed rows told apart by restarting ``position_ids``) and rotary positions."""
     packed_positions = position_ids
     if position_ids is None:
         position_ids = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
-    causal_mask = create_causal_mask(config=model.config, inputs_embeds=main_hidden, attention_mask=attention_mask, past_key_values=None, position_ids=position_ids)
+    causal_mask = create_causal_mask(
+        config=model.config,
+        inputs_embeds=main_hidden,
+        attention_mask=attention_mask,
+        past_key_values=None,
+        position_ids=position_ids,
+    )
     position_embeddings = model.model.rotary_emb(main_hidden, position_ids)
     valid = None if attention_mask is None else attention_mask.bool()
     if loss_mask is not None:
         valid = loss_mask.bool() if valid is None else valid & loss_mask.bool()
     layers = model.model.mtp_layers if depths is None else model.model.mtp_layers[:depths]
-    return mtp_token_losses(layers, main_hidden, input_ids, model.model.embed_tokens, model.lm_head, loss_mask=valid, sequence_positions=packed_positions,
-                            attention_mask=causal_mask, position_embeddings=position_embeddings, position_ids=position_ids)
+    return mtp_token_losses(
+        layers,
+        main_hidden,
+        input_ids,
+        model.model.embed_tokens,
+        model.lm_head,
+        loss_mask=valid,
+        sequence_positions=packed_positions,
+        attention_mask=causal_mask,
+        position_embeddings=position_embeddings,
+        position_ids=position_ids,
+    )
 
 
-def mtp_outputs(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, loss_mask: torch.Tensor | None = None,
-                depths: int | None = None) -> MTPForwardOutput:
+def mtp_outputs(
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    loss_mask: torch.Tensor | None = None,
+    depths: int | None = None,
+) -> MTPForwardOutput:
     """Main next-token loss and the first ``depths`` MTP depths' losses (default: all).
     ``loss_mask`` marks the target tokens that count (e.g. responses only); padding never counts."""
     main, main_hidden = _main_forward(model, input_ids=input_ids, attention_mask=attention_mask)
@@ -98,7 +128,9 @@ def mtp_outputs(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch
     if loss_mask is not None:
         valid = valid & loss_mask.bool()
     targets = input_ids[:, 1:]
-    per_token = nn.functional.cross_entropy(main.logits[:, :-1].float().reshape(-1, main.logits.shape[-1]), targets.reshape(-1), reduction="none").view_as(targets)
+    per_token = nn.functional.cross_entropy(
+        main.logits[:, :-1].float().reshape(-1, main.logits.shape[-1]), targets.reshape(-1), reduction="none"
+    ).view_as(targets)
     main_loss = (per_token * valid[:, 1:]).sum() / valid[:, 1:].sum().clamp_min(1)
     tokens = _mtp_token_losses(model, main_hidden, input_ids, attention_mask, None, valid, depths)
     return MTPForwardOutput(main_loss, main.logits, MTPOutput(tokens.means(), tokens.logits))
@@ -144,9 +176,20 @@ class MiMoForCausalLM(Qwen2ForCausalLM):
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, **kwargs):
         depths = min(self.mtp_loss_depths, self.config.num_nextn_predict_layers)
         if not depths or input_ids is None or (self.mtp_loss_only_with_grad and not torch.is_grad_enabled()):
-            return super().forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs)
-        output, main_hidden = _main_forward(self, super().forward, input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs)
-        tokens = _LATEST[0] = _mtp_token_losses(self, main_hidden, input_ids, attention_mask, position_ids, None, depths)
+            return super().forward(
+                input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs
+            )
+        output, main_hidden = _main_forward(
+            self,
+            super().forward,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            **kwargs,
+        )
+        tokens = _LATEST[0] = _mtp_token_losses(
+            self, main_hidden, input_ids, attention_mask, position_ids, None, depths
+        )
         # Also a field of the output: FSDP2 hooks the output's (dataclass) fields to gather the
         # root unit's parameters (MTP layers, shared head) again before backward reaches them.
         return MiMoCausalLMOutput(**output, mtp_token_losses=tuple(tokens.per_token))
@@ -166,13 +209,17 @@ def to_mimo(model: nn.Module, num_layers: int) -> MiMoForCausalLM:
     """A Qwen2 model as MiMo (same main weights, ``num_layers`` new MTP layers), so its checkpoint
     carries the MTP layers in MiMo's layout. Qwen2 only: MiMo's attention is Qwen2's (q/k/v bias)."""
     if model.config.model_type not in ("qwen2", MODEL_TYPE):
-        raise ValueError(f"MiMo's layout is Qwen2's: cannot convert model_type {model.config.model_type!r} (attach() works in memory)")
+        raise ValueError(
+            f"MiMo's layout is Qwen2's: cannot convert model_type {model.config.model_type!r} (attach() works in memory)"
+        )
     values = model.config.to_dict()
     values.pop("model_type", None)
     values["num_nextn_predict_layers"] = num_layers
     values["architectures"] = [ARCHITECTURE]
     mimo = MiMoForCausalLM(MiMoConfig(**values)).to(next(model.parameters()).dtype)
-    missing, unexpected = mimo.load_state_dict({k: v for k, v in model.state_dict().items() if ".mtp_layers." not in k}, strict=False)
+    missing, unexpected = mimo.load_state_dict(
+        {k: v for k, v in model.state_dict().items() if ".mtp_layers." not in k}, strict=False
+    )
     if unexpected or any(".mtp_layers." not in name for name in missing):
         raise ValueError(f"weights do not match MiMo's layout: missing {missing[:5]}, unexpected {unexpected[:5]}")
     return mimo

@@ -32,12 +32,29 @@ def _tiny_model(depth: int, loss_weight: float):
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec, get_gpt_mtp_block_spec
     from megatron.core.transformer import TransformerConfig
 
-    config = TransformerConfig(num_layers=2, hidden_size=32, num_attention_heads=4, ffn_hidden_size=64, use_cpu_initialization=True,
-                               params_dtype=torch.float32, normalization="RMSNorm", add_bias_linear=False, gated_linear_unit=True,
-                               hidden_dropout=0.0, attention_dropout=0.0, **megatron_mtp_settings(depth, loss_weight))
+    config = TransformerConfig(
+        num_layers=2,
+        hidden_size=32,
+        num_attention_heads=4,
+        ffn_hidden_size=64,
+        use_cpu_initialization=True,
+        params_dtype=torch.float32,
+        normalization="RMSNorm",
+        add_bias_linear=False,
+        gated_linear_unit=True,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        **megatron_mtp_settings(depth, loss_weight),
+    )
     layer_spec = get_gpt_layer_local_spec(normalization="RMSNorm")
-    model = GPTModel(config=config, transformer_layer_spec=layer_spec, vocab_size=64, max_sequence_length=32,
-                     position_embedding_type="rope", mtp_block_spec=get_gpt_mtp_block_spec(config, layer_spec, use_transformer_engine=False))
+    model = GPTModel(
+        config=config,
+        transformer_layer_spec=layer_spec,
+        vocab_size=64,
+        max_sequence_length=32,
+        position_embedding_type="rope",
+        mtp_block_spec=get_gpt_mtp_block_spec(config, layer_spec, use_transformer_engine=False),
+    )
     return model
 
 
@@ -106,8 +123,14 @@ def gradient_agreement(depth: int, loss_weight: float, seed: int = 0) -> dict:
     summed = _gradients(reference, tokens, labels, mask, loss_weight * depth, depth)
     difference = lambda a, b: max((a[name] - b[name]).abs().max().item() for name in a)  # noqa: E731
     scale = max(grad.abs().max().item() for grad in theirs.values())
-    result = {"depth_losses_ours_vs_megatron_logged": list(_last_depth_losses), "vs_ours": difference(theirs, ours), "vs_summed": difference(theirs, summed), "grad_scale": scale,
-              "parameters": len(theirs), "mtp_parameters": sum(".mtp." in name or name.startswith("mtp.") for name in theirs)}
+    result = {
+        "depth_losses_ours_vs_megatron_logged": list(_last_depth_losses),
+        "vs_ours": difference(theirs, ours),
+        "vs_summed": difference(theirs, summed),
+        "grad_scale": scale,
+        "parameters": len(theirs),
+        "mtp_parameters": sum(".mtp." in name or name.startswith("mtp.") for name in theirs),
+    }
     close_single_process()
     return result
 

@@ -31,9 +31,20 @@ def motif_sequences(count: int, seed: int, length: int = LENGTH) -> list[list[in
 def tiny_mimo(mtp_layers: int = 1, seed: int = 0, main_layers: int = 2, hidden: int = 64) -> MiMoForCausalLM:
     """Head dim 32 (vLLM's CPU attention needs >= 32)."""
     torch.manual_seed(seed)
-    config = MiMoConfig(num_nextn_predict_layers=mtp_layers, vocab_size=VOCAB, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=main_layers,
-                        num_attention_heads=hidden // 32, num_key_value_heads=max(hidden // 64, 1), max_position_embeddings=256, tie_word_embeddings=False,
-                        bos_token_id=0, eos_token_id=1, pad_token_id=1)
+    config = MiMoConfig(
+        num_nextn_predict_layers=mtp_layers,
+        vocab_size=VOCAB,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=main_layers,
+        num_attention_heads=hidden // 32,
+        num_key_value_heads=max(hidden // 64, 1),
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=1,
+    )
     return MiMoForCausalLM(config)
 
 

@@ -42,7 +42,7 @@ def batches(sequences: list[list[int]], batch_size: int, seed: int):
     while True:
         rng.shuffle(order)
         for start in range(0, len(order) - batch_size + 1, batch_size):
-            yield pad([sequences[index] for index in order[start:start + batch_size]])
+            yield pad([sequences[index] for index in order[start : start + batch_size]])
 
 
 def pad(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -50,14 +50,26 @@ def pad(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     ids = torch.zeros(len(rows), width, dtype=torch.long)
     mask = torch.zeros(len(rows), width, dtype=torch.long)
     for index, row in enumerate(rows):
-        ids[index, :len(row)] = torch.tensor(row)
-        mask[index, :len(row)] = 1
+        ids[index, : len(row)] = torch.tensor(row)
+        mask[index, : len(row)] = 1
     return ids, mask
 
 
-def train(model, sequences: list[list[int]], steps: int, *, schedule: WeightSchedule = WeightSchedule(), lr: float = 3e-3,
-          batch_size: int = 32, train_main: bool = True, train_depths: tuple[int, ...] | None = None, main_in_loss: bool = True,
-          seed: int = 0, log_every: int = 50, log=print) -> list[TrainLog]:
+def train(
+    model,
+    sequences: list[list[int]],
+    steps: int,
+    *,
+    schedule: WeightSchedule = WeightSchedule(),
+    lr: float = 3e-3,
+    batch_size: int = 32,
+    train_main: bool = True,
+    train_depths: tuple[int, ...] | None = None,
+    main_in_loss: bool = True,
+    seed: int = 0,
+    log_every: int = 50,
+    log=print,
+) -> list[TrainLog]:
     """Adam on the chosen parameters; ``train_depths`` (1-based) are the MTP layers that learn
     (default: all); frozen parts get ``requires_grad = False``."""
     layers = model.model.mtp_layers
@@ -103,7 +115,9 @@ def replicate(model, num_layers: int):
 
 
 @torch.no_grad()
-def acceptance(model, sequences: list[list[int]], prompt_length: int = 0, batch_size: int = 64) -> dict[str, list[float]]:
+def acceptance(
+    model, sequences: list[list[int]], prompt_length: int = 0, batch_size: int = 64
+) -> dict[str, list[float]]:
     """Per-layer teacher-forced acceptance on ``sequences`` (positions from ``prompt_length`` on):
     ``independent[k-1]`` = P(layer k's greedy token = t_{i+k+1}); ``chained[k-1]`` also requires
     layers 1..k-1 (and the main model's next token) to be right — the rate a k-token draft
@@ -114,7 +128,7 @@ def acceptance(model, sequences: list[list[int]], prompt_length: int = 0, batch_
     chain_hits = torch.zeros(depth)
     counted = torch.zeros(depth)
     for start in range(0, len(sequences), batch_size):
-        ids, mask = pad(sequences[start:start + batch_size])
+        ids, mask = pad(sequences[start : start + batch_size])
         out = model.mtp_outputs(ids, attention_mask=mask)
         length = ids.shape[1]
         positions = torch.arange(length)
@@ -130,7 +144,10 @@ def acceptance(model, sequences: list[list[int]], prompt_length: int = 0, batch_
             hits[k - 1] += right.sum()
             chain_hits[k - 1] += (chain & valid).sum()
             counted[k - 1] += valid.sum()
-    return {"independent": (hits / counted.clamp_min(1)).tolist(), "chained": (chain_hits / counted.clamp_min(1)).tolist()}
+    return {
+        "independent": (hits / counted.clamp_min(1)).tolist(),
+        "chained": (chain_hits / counted.clamp_min(1)).tolist(),
+    }
 
 
 def read_sequences(path: Path, tokenizer=None) -> list[list[int]]:
@@ -162,11 +179,13 @@ def simulate_drafting(model, prompts: list[list[int]], outputs: list[list[int]],
         while last + 2 < len(sequence):
             drafts: list[int] = []
             for depth in range(1, k + 1):
-                ids = torch.tensor([sequence[:last + 2] + drafts])
+                ids = torch.tensor([sequence[: last + 2] + drafts])
                 out = model.mtp_outputs(ids, depths=depth)
                 drafts.append(int(out.mtp.logits[depth - 1][0, last].argmax()))
             matched = 0
-            while matched < k and last + 2 + matched < len(sequence) and drafts[matched] == sequence[last + 2 + matched]:
+            while (
+                matched < k and last + 2 + matched < len(sequence) and drafts[matched] == sequence[last + 2 + matched]
+            ):
                 matched += 1
             rounds += 1
             for position in range(matched):

@@ -57,7 +57,9 @@ class MTPLossTerm:
             # t_{i+1} sits at position i-k
             loss_mat = no_padding_2_padding(torch.roll(per_token, shifts=depth), data)
             counted = no_padding_2_padding(torch.roll(valid, shifts=depth), data).bool() & response_mask
-            term = agg_loss(loss_mat=loss_mat, loss_mask=counted, loss_agg_mode="token-mean", **config.global_batch_info)
+            term = agg_loss(
+                loss_mat=loss_mat, loss_mask=counted, loss_agg_mode="token-mean", **config.global_batch_info
+            )
             terms.append(term)
             logged[METRIC.format(depth=depth)] = Metric(value=term.detach(), aggregation=aggregation)
         return self.weight * torch.stack(terms).mean(), logged
@@ -80,7 +82,10 @@ def build(config: Any) -> MTPTrainingCallback | None:
     from reasonrl.plugins.mtp.config import checkpoint_mtp_layers, settings_from
 
     settings = settings_from(config)
-    if not (settings.enable and settings.train) or OmegaConf.select(config, "actor_rollout_ref.actor.strategy") == "megatron":
+    if (
+        not (settings.enable and settings.train)
+        or OmegaConf.select(config, "actor_rollout_ref.actor.strategy") == "megatron"
+    ):
         return None
     depths = checkpoint_mtp_layers(OmegaConf.select(config, "actor_rollout_ref.model.path"))
     return MTPTrainingCallback(settings.loss_weight, depths or ALL_LAYERS)

@@ -34,14 +34,16 @@ from reasonrl.plugins.mtp.core import MTPTokenLosses, WeightSchedule
 def depth_token_counts(loss_mask, depths: int) -> torch.Tensor:
     """Per depth k = 1..D, the targets t_{i+k+1} that count: loss-mask tokens at index ≥ k+1 of
     their sequence (``loss_mask``: verl's nested [batch, j] tensor)."""
-    return torch.stack([sum(row[depth + 1:].sum() for row in loss_mask.unbind()) for depth in range(1, depths + 1)]).to(torch.float32)
+    return torch.stack(
+        [sum(row[depth + 1 :].sum() for row in loss_mask.unbind()) for depth in range(1, depths + 1)]
+    ).to(torch.float32)
 
 
 def to_flat(per_token: torch.Tensor, lengths: list[int], packed: bool) -> torch.Tensor:
     """A [batch, T] tensor in the model's layout as verl's flat token order (nested ``values()``):
     packed rows are [1, total (+ pad)]; padded rows are right-padded [batch, max_len]."""
     if packed:
-        return per_token[0, :sum(lengths)]
+        return per_token[0, : sum(lengths)]
     return torch.cat([per_token[row, :length] for row, length in enumerate(lengths)])
 
 
@@ -54,10 +56,15 @@ def flat_token_losses(data) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
     tokens: MTPTokenLosses | None = take_mtp_token_losses()
     if tokens is None:
-        raise RuntimeError("MTP loss: the model's forward left no MTP losses (mtp_loss_depths unset, or not a MiMo model with MTP layers?)")
+        raise RuntimeError(
+            "MTP loss: the model's forward left no MTP losses (mtp_loss_depths unset, or not a MiMo model with MTP layers?)"
+        )
     lengths = data["input_ids"].offsets().diff().tolist()
     packed = tu.get_non_tensor_data(data=data, key="use_remove_padding", default=True)
-    return [(to_flat(loss, lengths, packed), to_flat(valid, lengths, packed)) for loss, valid in zip(tokens.per_token, tokens.valid)]
+    return [
+        (to_flat(loss, lengths, packed), to_flat(valid, lengths, packed))
+        for loss, valid in zip(tokens.per_token, tokens.valid)
+    ]
 
 
 class MTPSFTLoss:
@@ -101,7 +108,9 @@ def sft_trainer_class():
         def _build_engine(self):
             super()._build_engine()
             settings = settings_from(self.config)
-            self.mtp_loss = MTPSFTLoss(WeightSchedule(settings.loss_weight, settings.later_loss_weight, settings.switch_at))
+            self.mtp_loss = MTPSFTLoss(
+                WeightSchedule(settings.loss_weight, settings.later_loss_weight, settings.switch_at)
+            )
             self.training_client.set_loss_fn(loss_fn=self.mtp_loss)
             engine, forward_backward_batch = self.engine, self.engine.forward_backward_batch
             self.mtp_model = None  # the engine builds its module later: looked up on first use
@@ -111,11 +120,18 @@ def sft_trainer_class():
                 if model is None:
                     model = self.mtp_model = unwrap(engine.module)
                     if not hasattr(model, "mtp_loss_depths") or not model.config.num_nextn_predict_layers:
-                        raise ConfigError("model.path", f"the MTP loss needs a MiMo checkpoint with MTP layers; got {type(model).__name__} "
-                                          "(`reasonrl mtp attach` converts a Qwen2 checkpoint)")
+                        raise ConfigError(
+                            "model.path",
+                            f"the MTP loss needs a MiMo checkpoint with MTP layers; got {type(model).__name__} "
+                            "(`reasonrl mtp attach` converts a Qwen2 checkpoint)",
+                        )
                     model.mtp_loss_depths = model.config.num_nextn_predict_layers
-                counts = depth_token_counts(data["loss_mask"], model.mtp_loss_depths).to(data["loss_mask"].values().device)
-                torch.distributed.all_reduce(counts, op=torch.distributed.ReduceOp.SUM, group=engine.get_data_parallel_group())
+                counts = depth_token_counts(data["loss_mask"], model.mtp_loss_depths).to(
+                    data["loss_mask"].values().device
+                )
+                torch.distributed.all_reduce(
+                    counts, op=torch.distributed.ReduceOp.SUM, group=engine.get_data_parallel_group()
+                )
                 self.mtp_loss.token_counts = counts.clamp_min(1)
                 if not forward_only:  # one training call per step; a resumed run continues the schedule
                     self.mtp_loss.step = (getattr(self, "resume_global_step", 0) or 0) + self.mtp_steps_done
@@ -136,12 +152,20 @@ def configure(config) -> bool:
     settings = settings_from(config)
     layers = checkpoint_mtp_layers(config.model.path)
     if layers == 0:
-        raise ConfigError("model.path", f"{config.model.path} has no MTP layers (num_nextn_predict_layers = 0): `reasonrl mtp attach` gives a Qwen2 checkpoint some")
+        raise ConfigError(
+            "model.path",
+            f"{config.model.path} has no MTP layers (num_nextn_predict_layers = 0): `reasonrl mtp attach` gives a Qwen2 checkpoint some",
+        )
     megatron = config.engine.get("strategy") == "megatron"
     if megatron and settings.switch_at:
-        raise ConfigError(f"{KEY}.switch_at", "verl's megatron MTP loss keeps one λ (mtp_loss_scaling_factor) for the whole run: leave switch_at at 0")
+        raise ConfigError(
+            f"{KEY}.switch_at",
+            "verl's megatron MTP loss keeps one λ (mtp_loss_scaling_factor) for the whole run: leave switch_at at 0",
+        )
     if not megatron and (config.engine.get("ulysses_sequence_parallel_size") or 1) > 1:
-        raise ConfigError("engine.ulysses_sequence_parallel_size", "the FSDP MTP loss needs whole sequences on each rank: use 1")
+        raise ConfigError(
+            "engine.ulysses_sequence_parallel_size", "the FSDP MTP loss needs whole sequences on each rank: use 1"
+        )
     with open_dict(config):
         config.model.mtp.enable = True
         config.model.mtp.enable_train = True

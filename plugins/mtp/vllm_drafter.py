@@ -65,11 +65,15 @@ class MTPDrafterLayer(nn.Module):
         self.token_layernorm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.hidden_layernorm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.input_proj = nn.Linear(config.hidden_size * 2, config.hidden_size, bias=False)
-        self.mtp_block = Qwen2DecoderLayer(config=config, cache_config=cache_config, quant_config=quant_config, prefix=prefix)
+        self.mtp_block = Qwen2DecoderLayer(
+            config=config, cache_config=cache_config, quant_config=quant_config, prefix=prefix
+        )
         self.final_layernorm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
 
     def forward(self, token_embeddings: torch.Tensor, positions: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
-        combined = self.input_proj(torch.cat([self.hidden_layernorm(previous), self.token_layernorm(token_embeddings)], dim=-1))
+        combined = self.input_proj(
+            torch.cat([self.hidden_layernorm(previous), self.token_layernorm(token_embeddings)], dim=-1)
+        )
         hidden, residual = self.mtp_block(positions=positions, hidden_states=combined, residual=None)
         return hidden + residual
 
@@ -81,10 +85,14 @@ class MiMoMultiLayerModel(nn.Module):
 
         config = vllm_config.model_config.hf_config
         self.embed_tokens = VocabParallelEmbedding(config.vocab_size, config.hidden_size)
-        self.mtp_layers = nn.ModuleList([
-            MTPDrafterLayer(config, f"{prefix}.layers.{start + index}", vllm_config.cache_config, vllm_config.quant_config)
-            for index in range(config.num_nextn_predict_layers)
-        ])
+        self.mtp_layers = nn.ModuleList(
+            [
+                MTPDrafterLayer(
+                    config, f"{prefix}.layers.{start + index}", vllm_config.cache_config, vllm_config.quant_config
+                )
+                for index in range(config.num_nextn_predict_layers)
+            ]
+        )
 
     def embed_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.embed_tokens(input_ids)
@@ -102,7 +110,9 @@ class MiMoMultiLayerMTP(nn.Module):
         self.config = vllm_config.model_config.hf_config
         target = vllm_config.speculative_config.target_model_config.hf_text_config
         self.model = MiMoMultiLayerModel(vllm_config, maybe_prefix(prefix, "model"), start=target.num_hidden_layers)
-        self.lm_head = ParallelLMHead(self.config.vocab_size, self.config.hidden_size, prefix=maybe_prefix(prefix, "lm_head"))
+        self.lm_head = ParallelLMHead(
+            self.config.vocab_size, self.config.hidden_size, prefix=maybe_prefix(prefix, "lm_head")
+        )
         self.logits_processor = LogitsProcessor(self.config.vocab_size)
         self.block_size = vllm_config.cache_config.block_size
         self.depth = self.config.num_nextn_predict_layers
@@ -110,7 +120,9 @@ class MiMoMultiLayerMTP(nn.Module):
         self._carry = None  # [requests, depths, H]: each layer's output at the last drafted label
         self._step = None  # draft step of the next forward (None: no propose in progress)
         self._logits_layer = 0
-        self._boundary: OrderedDict[int, torch.Tensor] = OrderedDict()  # KV slot of label P → outputs of layers 1..k-1 there
+        self._boundary: OrderedDict[int, torch.Tensor] = (
+            OrderedDict()
+        )  # KV slot of label P → outputs of layers 1..k-1 there
         self._announced = False
 
     # -- called by patches/vllm_mtp_first_pass.py right before the proposer's first forward
@@ -120,7 +132,9 @@ class MiMoMultiLayerMTP(nn.Module):
     def embed_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.model.embed_input_ids(input_ids)
 
-    def forward(self, input_ids, positions, hidden_states, intermediate_tensors=None, inputs_embeds=None, spec_step_idx: int = 0) -> torch.Tensor:
+    def forward(
+        self, input_ids, positions, hidden_states, intermediate_tensors=None, inputs_embeds=None, spec_step_idx: int = 0
+    ) -> torch.Tensor:
         embeddings = self.embed_input_ids(input_ids) if inputs_embeds is None else inputs_embeds
         layers = self.model.mtp_layers
         if self._first_pass is not None:
@@ -133,7 +147,10 @@ class MiMoMultiLayerMTP(nn.Module):
             return output
         step, batch = self._step, min(self._carry.shape[0], hidden_states.shape[0])
         previous = self._carry[:batch]
-        outputs = [layers[depth](embeddings[:batch], positions[:batch], previous[:, depth - 1]) for depth in range(step, self.depth)]
+        outputs = [
+            layers[depth](embeddings[:batch], positions[:batch], previous[:, depth - 1])
+            for depth in range(step, self.depth)
+        ]
         self._carry = torch.stack(outputs, 1) if outputs else None
         # (the proposer hands back outputs[0]'s rows as hidden_states; the carry keeps all depths)
         if self._carry is not None:
@@ -150,7 +167,9 @@ class MiMoMultiLayerMTP(nn.Module):
         self._first_pass = None
         if not self._announced:  # one line per process: proof in run logs that drafting happens
             self._announced = True
-            logging.getLogger(__name__).warning("reasonrl MiMoMultiLayerMTP: drafting with %d MTP layer(s), layer k drafts token k", self.depth)
+            logging.getLogger(__name__).warning(
+                "reasonrl MiMoMultiLayerMTP: drafting with %d MTP layer(s), layer k drafts token k", self.depth
+            )
         layers = self.model.mtp_layers
         count, starts, slot_mapping = attention_boundaries(metadata)
         boundary = self._take_boundary(positions, starts, metadata, target_hidden)
@@ -174,7 +193,9 @@ class MiMoMultiLayerMTP(nn.Module):
 
     def _take_boundary(self, positions, starts, metadata, like) -> torch.Tensor:
         """Outputs of layers 1..k-1 at label s-1 of each request (zeros at the sequence start)."""
-        boundary = torch.zeros(starts.shape[0], max(self.depth - 1, 1), like.shape[-1], dtype=like.dtype, device=like.device)
+        boundary = torch.zeros(
+            starts.shape[0], max(self.depth - 1, 1), like.shape[-1], dtype=like.dtype, device=like.device
+        )
         first_labels = positions[starts].long()
         previous_slots = self._slot_of(torch.clamp(first_labels - 1, min=0), metadata).tolist()
         for row, (label, slot) in enumerate(zip(first_labels.tolist(), previous_slots)):
@@ -229,8 +250,13 @@ class MiMoMultiLayerMTP(nn.Module):
 #: an MTP layer's checkpoint names; the block's parts sit under ``mtp_block`` in the module
 LAYER_NAME = re.compile(r"^model\.mtp_layers\.(\d+)\.")
 BLOCK_PARTS = (".self_attn.", ".mlp.", ".input_layernorm.", ".post_attention_layernorm.")
-STACKED_PARAMETERS = ((".q_proj.", ".qkv_proj.", "q"), (".k_proj.", ".qkv_proj.", "k"), (".v_proj.", ".qkv_proj.", "v"),
-                      (".gate_proj.", ".gate_up_proj.", 0), (".up_proj.", ".gate_up_proj.", 1))
+STACKED_PARAMETERS = (
+    (".q_proj.", ".qkv_proj.", "q"),
+    (".k_proj.", ".qkv_proj.", "k"),
+    (".v_proj.", ".qkv_proj.", "v"),
+    (".gate_proj.", ".gate_up_proj.", 0),
+    (".up_proj.", ".gate_up_proj.", 1),
+)
 
 
 def _in_block(name: str) -> str:

@@ -53,7 +53,13 @@ def reasonrl_plugin_info() -> PluginInfo:
 def reasonrl_verl_registrations() -> list[Registration]:
     return [
         Registration("verl", "policy_loss", "longcat", _register_losses, "core_algos.POLICY_LOSS_REGISTRY['longcat']"),
-        Registration("verl", "policy_loss", "kimi_mirror_descent", _register_losses, "core_algos.POLICY_LOSS_REGISTRY['kimi_mirror_descent']"),
+        Registration(
+            "verl",
+            "policy_loss",
+            "kimi_mirror_descent",
+            _register_losses,
+            "core_algos.POLICY_LOSS_REGISTRY['kimi_mirror_descent']",
+        ),
     ]
 
 
@@ -100,19 +106,31 @@ def check_objective(config) -> None:
         return
     loss_mode = config_value(config, "actor_rollout_ref.actor.policy_loss.loss_mode")
     if loss_mode != name:
-        raise ConfigError("actor_rollout_ref.actor.policy_loss.loss_mode", f"is {loss_mode!r} but reasonrl.objective.name is {name!r}: use +reasonrl/objective={name}")
+        raise ConfigError(
+            "actor_rollout_ref.actor.policy_loss.loss_mode",
+            f"is {loss_mode!r} but reasonrl.objective.name is {name!r}: use +reasonrl/objective={name}",
+        )
     if name == "longcat":
         for knob, verl_key in LONGCAT_MAPPING.items():
             knob_value, verl_value = config_value(config, f"reasonrl.objective.{knob}"), config_value(config, verl_key)
             if verl_value is None or float(verl_value) != float(knob_value):
-                raise ConfigError(verl_key, f"= {verl_value} but reasonrl.objective.{knob} = {knob_value}; set the report-named knob (reasonrl.objective.{knob}) instead")
+                raise ConfigError(
+                    verl_key,
+                    f"= {verl_value} but reasonrl.objective.{knob} = {knob_value}; set the report-named knob (reasonrl.objective.{knob}) instead",
+                )
     schedule = config_value(config, "reasonrl.objective.eps_pos_high_schedule") or "constant"
     if schedule != "constant":
         mode = config_value(config, "trainer.v1.trainer_mode")
         if mode != "reasonrl_sync":
-            raise ConfigError("trainer.v1.trainer_mode", f"is {mode!r}: the ε_pos_high schedule ({schedule}) is applied by trainer mode 'reasonrl_sync'")
+            raise ConfigError(
+                "trainer.v1.trainer_mode",
+                f"is {mode!r}: the ε_pos_high schedule ({schedule}) is applied by trainer mode 'reasonrl_sync'",
+            )
         if config_value(config, "distillation.enabled"):
-            raise ConfigError("reasonrl.objective.eps_pos_high_schedule", "cannot be combined with verl's distillation loss (it replaces the actor's loss function)")
+            raise ConfigError(
+                "reasonrl.objective.eps_pos_high_schedule",
+                "cannot be combined with verl's distillation loss (it replaces the actor's loss function)",
+            )
 
 
 @hookimpl

@@ -38,8 +38,12 @@ def actor_config(t_max: int):
 
     from reasonrl.cli.train import compose_config
 
-    config = omega_conf_to_dataclass(compose_config(["recipe=longcat", f"data.max_response_length={t_max}"]).actor_rollout_ref.actor)
-    config.global_batch_info.update(dp_size=1, batch_num_tokens=None, global_batch_size=None, loss_scale_factor=config.loss_scale_factor)
+    config = omega_conf_to_dataclass(
+        compose_config(["recipe=longcat", f"data.max_response_length={t_max}"]).actor_rollout_ref.actor
+    )
+    config.global_batch_info.update(
+        dp_size=1, batch_num_tokens=None, global_batch_size=None, loss_scale_factor=config.loss_scale_factor
+    )
     return config
 
 
@@ -90,7 +94,9 @@ def _run(args: argparse.Namespace) -> int:
     import torch
 
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    print(f"objective loss forward+backward, {args.batch} x {args.tokens} tokens, {device}, torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(
+        f"objective loss forward+backward, {args.batch} x {args.tokens} tokens, {device}, torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )
     results = run_benchmark(args.batch, args.tokens, args.repeats, device)
     print(f"  vanilla (verl)  {results['vanilla'] * 1e3:9.3f} ms")
     print(f"  longcat         {results['longcat'] * 1e3:9.3f} ms")
@@ -98,4 +104,9 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-BENCHMARK = CliCommand(name="objective", help="forward+backward time of the longcat loss vs verl's vanilla on identical tensors", configure=_configure, run=_run)
+BENCHMARK = CliCommand(
+    name="objective",
+    help="forward+backward time of the longcat loss vs verl's vanilla on identical tensors",
+    configure=_configure,
+    run=_run,
+)

@@ -56,7 +56,9 @@ def longcat_token_loss(
     return loss
 
 
-def mean_over_global_constant(token_loss: torch.Tensor, mask: torch.Tensor, num_responses: int, t_max: float) -> torch.Tensor:
+def mean_over_global_constant(
+    token_loss: torch.Tensor, mask: torch.Tensor, num_responses: int, t_max: float
+) -> torch.Tensor:
     """Σ_i Σ_t loss / (G·T_max): the constant denominator ("Dr. GRPO"), masked rows included in G."""
     return torch.where(mask.bool(), token_loss, 0.0).sum() / (num_responses * t_max)
 
@@ -77,7 +79,14 @@ class ClipRegions:
 
 
 @torch.no_grad()
-def clip_regions(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, eps_neg_low: float, eps_pos_high: float, eps_neg_high: float) -> ClipRegions:
+def clip_regions(
+    ratio: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    eps_neg_low: float,
+    eps_pos_high: float,
+    eps_neg_high: float,
+) -> ClipRegions:
     valid = mask.bool()
     count = max(int(valid.sum()), 1)
     negative, positive = valid & (advantages < 0), valid & (advantages > 0)
@@ -105,11 +114,18 @@ def tis_truncation(tis_weights: torch.Tensor, mask: torch.Tensor, tis_cap: float
     valid = mask.bool()
     count = max(int(valid.sum()), 1)
     capped = valid & (tis_weights >= tis_cap * (1 - 1e-6))
-    return TruncationStats(capped_fraction=int(capped.sum()) / count, mean_weight=torch.where(valid, tis_weights, 0.0).sum().item() / count)
+    return TruncationStats(
+        capped_fraction=int(capped.sum()) / count, mean_weight=torch.where(valid, tis_weights, 0.0).sum().item() / count
+    )
 
 
 def kimi_mirror_descent_token_loss(
-    log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, tau: float, level: str = "sequence"
+    log_prob: torch.Tensor,
+    old_log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    tau: float,
+    level: str = "sequence",
 ) -> torch.Tensor:
     """Per-token terms whose sum over a response's tokens is Kimi's per-sample loss.
 

@@ -25,7 +25,6 @@ from verl.utils.torch_functional import masked_mean
 from verl.workers.config import PolicyLossConfig
 
 from reasonrl.compat.verl import policy_loss_mutable_fields
-
 from reasonrl.plugins.objectives import core
 
 LONGCAT = "longcat"
@@ -73,7 +72,9 @@ def longcat_policy_loss(
     log_ratio = core.clamped_log_ratio(log_prob, old_log_prob)
     ratio = torch.exp(log_ratio)
     token_loss = core.longcat_token_loss(ratio, advantages, eps_neg_low, eps_pos_high, eps_neg_high, rollout_is_weights)
-    loss = agg_loss(loss_mat=token_loss, loss_mask=response_mask, loss_agg_mode=loss_agg_mode, **config.global_batch_info)
+    loss = agg_loss(
+        loss_mat=token_loss, loss_mask=response_mask, loss_agg_mode=loss_agg_mode, **config.global_batch_info
+    )
 
     mask = response_mask.bool()
     regions = core.clip_regions(ratio, advantages, mask, eps_neg_low, eps_pos_high, eps_neg_high)
@@ -114,7 +115,9 @@ def kimi_mirror_descent_policy_loss(
     token_loss = core.kimi_mirror_descent_token_loss(log_prob, old_log_prob, advantages, response_mask, tau, level)
     if rollout_is_weights is not None:
         token_loss = token_loss * rollout_is_weights.detach()
-    loss = agg_loss(loss_mat=token_loss, loss_mask=response_mask, loss_agg_mode=loss_agg_mode, **config.global_batch_info)
+    loss = agg_loss(
+        loss_mat=token_loss, loss_mask=response_mask, loss_agg_mode=loss_agg_mode, **config.global_batch_info
+    )
     mask = response_mask.bool()
     with torch.no_grad():
         sequence_log_ratio = torch.where(mask, log_prob - old_log_prob, 0.0).sum(dim=-1)

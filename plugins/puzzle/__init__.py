@@ -32,13 +32,29 @@ def reasonrl_plugin_info() -> PluginInfo:
 @hookimpl
 def reasonrl_verl_registrations() -> list[Registration]:
     # verl's FSDP engine loads models through transformers' Auto classes
-    return [Registration("verl", "transformers_model", "nemotron-nas", _register_model, "AutoModelForCausalLM['nemotron-nas'] = DeciLMForCausalLM")]
+    return [
+        Registration(
+            "verl",
+            "transformers_model",
+            "nemotron-nas",
+            _register_model,
+            "AutoModelForCausalLM['nemotron-nas'] = DeciLMForCausalLM",
+        )
+    ]
 
 
 @hookimpl
 def reasonrl_vllm_registrations() -> list[Registration]:
     # vLLM has the model (nemotron_nas.py) but reads the config through transformers' AutoConfig
-    return [Registration("vllm", "transformers_config", "nemotron-nas", _register_model, "AutoConfig['nemotron-nas'] = NemotronNasConfig")]
+    return [
+        Registration(
+            "vllm",
+            "transformers_config",
+            "nemotron-nas",
+            _register_model,
+            "AutoConfig['nemotron-nas'] = NemotronNasConfig",
+        )
+    ]
 
 
 @hookimpl

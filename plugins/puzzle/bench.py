@@ -19,8 +19,11 @@ def random_instance(layers: int, variants: int, seed: int):
     size[:, 0] = 1.0
     quality = (1 - size) ** 2 * rng.uniform(0.5, 2.0, (layers, 1)) + 0.01 * rng.random((layers, variants))
     quality[:, 0] = 0.0
-    resources = {"params": size * 100, "kv_bytes": np.where(rng.random((layers, variants)) < 0.3, 0.0, size * 50),
-                 "latency": size * rng.uniform(0.8, 1.2, (layers, variants))}
+    resources = {
+        "params": size * 100,
+        "kv_bytes": np.where(rng.random((layers, variants)) < 0.3, 0.0, size * 50),
+        "latency": size * rng.uniform(0.8, 1.2, (layers, variants)),
+    }
     budgets = {"params": 0.6 * layers * 100, "kv_bytes": 0.7 * layers * 50, "latency": 0.65 * layers}
     return quality, resources, budgets
 
@@ -40,9 +43,17 @@ def _run(args: argparse.Namespace) -> int:
         optimum = solve(quality, resources, budgets)
         seconds = time.perf_counter() - start
         baseline = greedy(quality, resources, budgets)
-        print(f"instance {seed}: {args.layers} layers × {args.variants} variants, budgets {sorted(budgets)}: MILP (HiGHS) {seconds:.3f} s, "
-              f"objective {optimum.quality:.4f}; greedy {baseline.quality:.4f} (gap {(baseline.quality - optimum.quality) / optimum.quality:+.2%})", flush=True)
+        print(
+            f"instance {seed}: {args.layers} layers × {args.variants} variants, budgets {sorted(budgets)}: MILP (HiGHS) {seconds:.3f} s, "
+            f"objective {optimum.quality:.4f}; greedy {baseline.quality:.4f} (gap {(baseline.quality - optimum.quality) / optimum.quality:+.2%})",
+            flush=True,
+        )
     return 0
 
 
-BENCHMARK = CliCommand("puzzle-search", "the Puzzle MIP on 80 layers × 30 variants × 3 budgets, and greedy's optimality gap", _configure, _run)
+BENCHMARK = CliCommand(
+    "puzzle-search",
+    "the Puzzle MIP on 80 layers × 30 variants × 3 budgets, and greedy's optimality gap",
+    _configure,
+    _run,
+)

@@ -13,7 +13,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 #: keys of the public format with the only values this implementation (and vLLM) support
-ATTENTION_FIXED = {"sparsify": None, "num_sink_tokens": None, "use_prefill_window_in_sink_attention": False, "unshifted_sink": False, "window_length": None}
+ATTENTION_FIXED = {
+    "sparsify": None,
+    "num_sink_tokens": None,
+    "use_prefill_window_in_sink_attention": False,
+    "unshifted_sink": False,
+    "window_length": None,
+}
 FFN_FIXED = {"sparsify": None}
 FFN_ROUND = 256
 
@@ -34,7 +40,9 @@ def intermediate_size(ffn_mult: float, hidden_size: int) -> int:
 def ffn_mult_for(size: int, hidden_size: int) -> float:
     """The ``ffn_mult`` that reads back as ``size`` (a multiple of 256)."""
     if size <= 0 or size % FFN_ROUND:
-        raise BlockConfigError(f"FFN intermediate size {size} is not a positive multiple of {FFN_ROUND}: the public block_configs format (ffn_mult) cannot express it")
+        raise BlockConfigError(
+            f"FFN intermediate size {size} is not a positive multiple of {FFN_ROUND}: the public block_configs format (ffn_mult) cannot express it"
+        )
     mult = 1.5 * size / hidden_size
     if intermediate_size(mult, hidden_size) != size:
         raise BlockConfigError(f"ffn_mult {mult!r} does not read back as {size} at hidden size {hidden_size}")
@@ -101,7 +109,9 @@ def parse_block(raw: Any, index: int, num_attention_heads: int, hidden_size: int
     if attention.kind == "attention":
         group = attention.n_heads_in_group
         if not isinstance(group, int) or group < 1 or num_attention_heads % group:
-            raise BlockConfigError(f"{where}.attention.n_heads_in_group = {group!r} must divide num_attention_heads = {num_attention_heads}")
+            raise BlockConfigError(
+                f"{where}.attention.n_heads_in_group = {group!r} must divide num_attention_heads = {num_attention_heads}"
+            )
     if ffn.kind == "ffn" and (not isinstance(ffn.ffn_mult, (int, float)) or ffn.ffn_mult <= 0):
         raise BlockConfigError(f"{where}.ffn.ffn_mult = {ffn.ffn_mult!r} must be a positive number")
     return BlockConfig(attention, ffn)
@@ -110,4 +120,7 @@ def parse_block(raw: Any, index: int, num_attention_heads: int, hidden_size: int
 def parse_block_configs(raw: Any, num_attention_heads: int, hidden_size: int) -> list[BlockConfig]:
     if not isinstance(raw, list) or not raw:
         raise BlockConfigError("block_configs must be a non-empty list, one entry per layer")
-    return [block if isinstance(block, BlockConfig) else parse_block(block, i, num_attention_heads, hidden_size) for i, block in enumerate(raw)]
+    return [
+        block if isinstance(block, BlockConfig) else parse_block(block, i, num_attention_heads, hidden_size)
+        for i, block in enumerate(raw)
+    ]

@@ -17,10 +17,28 @@ STAGE_COMMANDS = ("build-library", "distill", "score", "search", "export", "run"
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("stage", choices=STAGE_COMMANDS, help="stage to run (with the missing stages before it); run = all")
-    parser.add_argument("--run-dir", type=Path, required=True, help="artefacts: parent/, library/, scores.parquet, search.json, pareto.png, child/ ...")
-    parser.add_argument("--config", type=Path, default=None, help="YAML of puzzle settings (plugins/puzzle/README.md); default: the toy parent")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one setting (YAML value), e.g. --set params_fraction=0.5")
+    parser.add_argument(
+        "stage", choices=STAGE_COMMANDS, help="stage to run (with the missing stages before it); run = all"
+    )
+    parser.add_argument(
+        "--run-dir",
+        type=Path,
+        required=True,
+        help="artefacts: parent/, library/, scores.parquet, search.json, pareto.png, child/ ...",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="YAML of puzzle settings (plugins/puzzle/README.md); default: the toy parent",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one setting (YAML value), e.g. --set params_fraction=0.5",
+    )
 
 
 def load_settings(path: Path | None, overrides: list[str]):
@@ -56,4 +74,9 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-PUZZLE_COMMAND = CliCommand("puzzle", "Puzzle NAS: block library, local distillation, scoring, MIP search, export (Llama-Nemotron §2)", _configure, _run)
+PUZZLE_COMMAND = CliCommand(
+    "puzzle",
+    "Puzzle NAS: block library, local distillation, scoring, MIP search, export (Llama-Nemotron §2)",
+    _configure,
+    _run,
+)

@@ -32,7 +32,9 @@ def kv_cache_bytes(kind: str, kv_heads: int | None, head_dim: int, batch: int, s
     return 2 * kv_heads * head_dim * batch * sequence * dtype_bytes if kind == "attention" else 0
 
 
-def decode_latency(params: int, kind: str, heads: int, head_dim: int, kv_bytes: int, batch: int, sequence: int, hardware: Hardware) -> float:
+def decode_latency(
+    params: int, kind: str, heads: int, head_dim: int, kv_bytes: int, batch: int, sequence: int, hardware: Hardware
+) -> float:
     """Seconds for one decode step of ``batch`` sequences at context ``sequence``: weights and
     the KV cache are read once, 2 FLOPs per weight per sequence, plus attention over the context,
     plus a fixed per-subblock overhead."""

@@ -18,7 +18,9 @@ from reasonrl.plugins.puzzle.subblocks import AttentionContext, run_subblock
 
 
 @torch.no_grad()
-def layer_activations(nas_model, input_ids: torch.Tensor, layer: int, context: AttentionContext) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+def layer_activations(
+    nas_model, input_ids: torch.Tensor, layer: int, context: AttentionContext
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """The parent's (input, output) of layer ``layer``'s attention and FFN subblocks."""
     model = nas_model.model
     hidden = model.embed_tokens(input_ids)
@@ -33,7 +35,7 @@ def layer_activations(nas_model, input_ids: torch.Tensor, layer: int, context: A
 
 
 def normalised_mse(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    return ((prediction - target) ** 2).mean() / (target ** 2).mean().clamp_min(1e-12)
+    return ((prediction - target) ** 2).mean() / (target**2).mean().clamp_min(1e-12)
 
 
 @torch.no_grad()
@@ -42,16 +44,26 @@ def evaluate_layer(nas_model, layer: int, modules: dict, tokens: torch.Tensor, c
     error = dict.fromkeys(modules, 0.0)
     scale = dict.fromkeys(modules, 0.0)
     for start in range(0, len(tokens), batch):
-        acts = layer_activations(nas_model, tokens[start:start + batch], layer, context)
+        acts = layer_activations(nas_model, tokens[start : start + batch], layer, context)
         for key, (part, module) in modules.items():
             inputs, targets = acts[part]
             error[key] += float(((run_subblock(module, part, inputs, context) - targets) ** 2).sum())
-            scale[key] += float((targets ** 2).sum())
+            scale[key] += float((targets**2).sum())
     return {key: error[key] / max(scale[key], 1e-12) for key in modules}
 
 
-def distill_layer(nas_model, layer: int, modules: dict, tokens: torch.Tensor, context, steps: int, lr: float, batch: int,
-                  seed: int, eval_sequences: int = 32) -> dict:
+def distill_layer(
+    nas_model,
+    layer: int,
+    modules: dict,
+    tokens: torch.Tensor,
+    context,
+    steps: int,
+    lr: float,
+    batch: int,
+    seed: int,
+    eval_sequences: int = 32,
+) -> dict:
     """Train every ``modules[key] = (part, module)`` of one layer in place; returns
     ``{key: (nmse before, nmse after)}`` on the first ``eval_sequences`` sequences. A subblock
     that training did not improve keeps its initial weights (e.g. a least-squares linear map)."""

@@ -26,7 +26,10 @@ def write_probe(child_dir: Path, tokens: torch.Tensor) -> None:
 
     register_with_transformers()
     model = AutoModelForCausalLM.from_pretrained(child_dir, torch_dtype=torch.float32).eval()
-    torch.save({"tokens": tokens, "log_probs": torch.log_softmax(model(input_ids=tokens).logits.float(), -1)}, child_dir / PROBE)
+    torch.save(
+        {"tokens": tokens, "log_probs": torch.log_softmax(model(input_ids=tokens).logits.float(), -1)},
+        child_dir / PROBE,
+    )
 
 
 def _megatron(child_dir: Path) -> float:
@@ -45,20 +48,41 @@ def _vllm(child_dir: Path) -> float:
 
     probe = torch.load(child_dir / PROBE)
     tokens = probe["tokens"]
-    llm = LLM(model=str(child_dir), skip_tokenizer_init=True, dtype="float32", enforce_eager=True,
-              kv_cache_memory_bytes=64 * 1024 * 1024, max_model_len=max(64, tokens.shape[1] + 1), seed=0)
-    outputs = llm.generate([TokensPrompt(prompt_token_ids=row.tolist()) for row in tokens], SamplingParams(max_tokens=1, prompt_logprobs=0, detokenize=False))
+    llm = LLM(
+        model=str(child_dir),
+        skip_tokenizer_init=True,
+        dtype="float32",
+        enforce_eager=True,
+        kv_cache_memory_bytes=64 * 1024 * 1024,
+        max_model_len=max(64, tokens.shape[1] + 1),
+        seed=0,
+    )
+    outputs = llm.generate(
+        [TokensPrompt(prompt_token_ids=row.tolist()) for row in tokens],
+        SamplingParams(max_tokens=1, prompt_logprobs=0, detokenize=False),
+    )
     worst = 0.0
     for b, output in enumerate(outputs):
         for t in range(1, tokens.shape[1]):
-            worst = max(worst, abs(output.prompt_logprobs[t][int(tokens[b, t])].logprob - probe["log_probs"][b, t - 1, tokens[b, t]].item()))
+            worst = max(
+                worst,
+                abs(
+                    output.prompt_logprobs[t][int(tokens[b, t])].logprob
+                    - probe["log_probs"][b, t - 1, tokens[b, t]].item()
+                ),
+            )
     llm.llm_engine.engine_core.shutdown()  # stop the engine core before this process exits
     return worst
 
 
 def compare(engine: str, child_dir: Path, timeout: int = 600) -> float:
     """Largest |log p_engine − log p_transformers| over the probe's tokens (fresh process)."""
-    done = subprocess.run([sys.executable, "-m", "reasonrl.plugins.puzzle.engines", engine, str(child_dir)], capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "reasonrl.plugins.puzzle.engines", engine, str(child_dir)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     lines = [line for line in done.stdout.splitlines() if line.startswith("MAXDIFF ")]
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"{engine} could not run {child_dir}:\n{done.stderr[-3000:]}")

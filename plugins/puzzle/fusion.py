@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import torch
 
-from reasonrl.plugins.puzzle.block_config import AttentionConfig, BlockConfig, FFNConfig, ffn_mult_for, intermediate_size
+from reasonrl.plugins.puzzle.block_config import (
+    AttentionConfig,
+    BlockConfig,
+    FFNConfig,
+    ffn_mult_for,
+    intermediate_size,
+)
 
 
 def fusable_runs(blocks: list[BlockConfig], min_length: int = 2) -> list[tuple[int, int]]:
@@ -27,7 +33,9 @@ def fusable_runs(blocks: list[BlockConfig], min_length: int = 2) -> list[tuple[i
     return runs
 
 
-def fuse(blocks: list[BlockConfig], layer_states: list[dict[str, torch.Tensor]], hidden_size: int) -> tuple[list[BlockConfig], list[dict[str, torch.Tensor]]]:
+def fuse(
+    blocks: list[BlockConfig], layer_states: list[dict[str, torch.Tensor]], hidden_size: int
+) -> tuple[list[BlockConfig], list[dict[str, torch.Tensor]]]:
     """Blocks and per-layer weights with every fusable run replaced by one layer."""
     runs = fusable_runs(blocks)
     new_blocks, new_states, index = [], [], 0
@@ -45,9 +53,17 @@ def fuse(blocks: list[BlockConfig], layer_states: list[dict[str, torch.Tensor]],
             up.append(state["mlp.up_proj.weight"] * norm)
             down.append(state["mlp.down_proj.weight"])
         width = sum(intermediate_size(blocks[i].ffn.ffn_mult, hidden_size) for i in members)
-        new_blocks.append(BlockConfig(AttentionConfig(no_op=True), FFNConfig(ffn_mult=ffn_mult_for(width, hidden_size))))
-        new_states.append({"post_attention_layernorm.weight": torch.ones(hidden_size, dtype=gate[0].dtype),
-                           "mlp.gate_proj.weight": torch.cat(gate), "mlp.up_proj.weight": torch.cat(up), "mlp.down_proj.weight": torch.cat(down, dim=1)})
+        new_blocks.append(
+            BlockConfig(AttentionConfig(no_op=True), FFNConfig(ffn_mult=ffn_mult_for(width, hidden_size)))
+        )
+        new_states.append(
+            {
+                "post_attention_layernorm.weight": torch.ones(hidden_size, dtype=gate[0].dtype),
+                "mlp.gate_proj.weight": torch.cat(gate),
+                "mlp.up_proj.weight": torch.cat(up),
+                "mlp.down_proj.weight": torch.cat(down, dim=1),
+            }
+        )
         index = end
     return new_blocks, new_states
 

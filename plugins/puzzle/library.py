@@ -55,7 +55,9 @@ class Menu:
             elif isinstance(item, dict) and set(item) == {"kv_heads"}:
                 k = int(item["kv_heads"])
                 if k < 1 or kv % k or heads % k:
-                    raise ValueError(f"menu attention kv_heads={k}: must divide the parent's {kv} KV heads (and its {heads} query heads)")
+                    raise ValueError(
+                        f"menu attention kv_heads={k}: must divide the parent's {kv} KV heads (and its {heads} query heads)"
+                    )
                 attention.append(AttentionVariant("attention", k))
             else:
                 raise ValueError(f"menu attention entry {item!r}: use 'parent', 'linear', 'no_op' or {{kv_heads: k}}")
@@ -68,7 +70,10 @@ class Menu:
             elif isinstance(item, (int, float)) and 0 < item <= 1:
                 size = round(width * item)
                 if size % FFN_ROUND:
-                    raise ValueError(f"menu ffn fraction {item}: {size} channels of the parent's {width} is not a multiple of {FFN_ROUND}, which the exported block_configs (ffn_mult) cannot express")
+                    raise ValueError(
+                        f"menu ffn fraction {item}: {size} channels of the parent's {width} is not a multiple "
+                        f"of {FFN_ROUND}, which the exported block_configs (ffn_mult) cannot express"
+                    )
                 ffn.append(FfnVariant("ffn", size))
             else:
                 raise ValueError(f"menu ffn entry {item!r}: use a fraction in (0, 1], 'parent', 'linear' or 'no_op'")
@@ -82,10 +87,16 @@ class Menu:
 
 
 def block_config(attention: AttentionVariant, ffn: FfnVariant, heads: int, hidden: int) -> BlockConfig:
-    attn = AttentionConfig(no_op=attention.kind == "no_op", replace_with_linear=attention.kind == "linear",
-                           n_heads_in_group=heads // attention.kv_heads if attention.kind == "attention" else None)
-    mlp = FFNConfig(no_op=ffn.kind == "no_op", replace_with_linear=ffn.kind == "linear",
-                    ffn_mult=ffn_mult_for(ffn.size, hidden) if ffn.kind == "ffn" else None)
+    attn = AttentionConfig(
+        no_op=attention.kind == "no_op",
+        replace_with_linear=attention.kind == "linear",
+        n_heads_in_group=heads // attention.kv_heads if attention.kind == "attention" else None,
+    )
+    mlp = FFNConfig(
+        no_op=ffn.kind == "no_op",
+        replace_with_linear=ffn.kind == "linear",
+        ffn_mult=ffn_mult_for(ffn.size, hidden) if ffn.kind == "ffn" else None,
+    )
     return BlockConfig(attn, mlp)
 
 
@@ -106,8 +117,11 @@ def ffn_channel_importance(mlp, inputs: torch.Tensor) -> torch.Tensor:
 
 def prune_ffn(state: dict[str, torch.Tensor], importance: torch.Tensor, size: int) -> dict[str, torch.Tensor]:
     keep = importance.topk(size).indices.sort().values
-    return {"gate_proj.weight": state["gate_proj.weight"][keep].clone(), "up_proj.weight": state["up_proj.weight"][keep].clone(),
-            "down_proj.weight": state["down_proj.weight"][:, keep].clone()}
+    return {
+        "gate_proj.weight": state["gate_proj.weight"][keep].clone(),
+        "up_proj.weight": state["up_proj.weight"][keep].clone(),
+        "down_proj.weight": state["down_proj.weight"][:, keep].clone(),
+    }
 
 
 def least_squares(inputs: torch.Tensor, outputs: torch.Tensor) -> torch.Tensor:

@@ -18,12 +18,26 @@ def megatron_config(hf_config: dict):
     from megatron.core.transformer.heterogeneous.heterogeneous_config import HeterogeneousTransformerConfig
 
     return HeterogeneousTransformerConfig(
-        num_layers=hf_config["num_hidden_layers"], hidden_size=hf_config["hidden_size"], num_attention_heads=hf_config["num_attention_heads"],
-        ffn_hidden_size=hf_config.get("intermediate_size") or 4 * hf_config["hidden_size"], normalization="RMSNorm",
-        layernorm_epsilon=hf_config["rms_norm_eps"], gated_linear_unit=True, activation_func=F.silu, add_bias_linear=False,
-        add_qkv_bias=False, bias_activation_fusion=False, masked_softmax_fusion=False, persist_layer_norm=False,
-        bias_dropout_fusion=False, apply_rope_fusion=False, attention_dropout=0.0, hidden_dropout=0.0,
-        use_cpu_initialization=True, perform_initialization=False, params_dtype=torch.float32,
+        num_layers=hf_config["num_hidden_layers"],
+        hidden_size=hf_config["hidden_size"],
+        num_attention_heads=hf_config["num_attention_heads"],
+        ffn_hidden_size=hf_config.get("intermediate_size") or 4 * hf_config["hidden_size"],
+        normalization="RMSNorm",
+        layernorm_epsilon=hf_config["rms_norm_eps"],
+        gated_linear_unit=True,
+        activation_func=F.silu,
+        add_bias_linear=False,
+        add_qkv_bias=False,
+        bias_activation_fusion=False,
+        masked_softmax_fusion=False,
+        persist_layer_norm=False,
+        bias_dropout_fusion=False,
+        apply_rope_fusion=False,
+        attention_dropout=0.0,
+        hidden_dropout=0.0,
+        use_cpu_initialization=True,
+        perform_initialization=False,
+        params_dtype=torch.float32,
         heterogeneous_layers_config_encoded_json=json.dumps(hf_config),
     )
 
@@ -39,8 +53,11 @@ def _qkv(state, prefix: str, heads: int, groups: int, head_dim: int) -> torch.Te
 def convert_state(hf_state: dict[str, torch.Tensor], hf_config: dict) -> dict[str, torch.Tensor]:
     heads, hidden = hf_config["num_attention_heads"], hf_config["hidden_size"]
     head_dim = hf_config.get("head_dim") or hidden // heads
-    out = {"embedding.word_embeddings.weight": hf_state["model.embed_tokens.weight"],
-           "decoder.final_layernorm.weight": hf_state["model.norm.weight"], "output_layer.weight": hf_state["lm_head.weight"]}
+    out = {
+        "embedding.word_embeddings.weight": hf_state["model.embed_tokens.weight"],
+        "decoder.final_layernorm.weight": hf_state["model.norm.weight"],
+        "output_layer.weight": hf_state["lm_head.weight"],
+    }
     for i, block in enumerate(hf_config["block_configs"]):
         src, dst = f"model.layers.{i}.", f"decoder.layers.{i}."
         attention, ffn = block["attention"], block["ffn"]
@@ -49,14 +66,18 @@ def convert_state(hf_state: dict[str, torch.Tensor], hf_config: dict) -> dict[st
             out[dst + "input_layernorm.weight"] = hf_state[src + "input_layernorm.weight"]
         elif not attention["no_op"]:
             out[dst + "input_layernorm.weight"] = hf_state[src + "input_layernorm.weight"]
-            out[dst + "self_attention.linear_qkv.weight"] = _qkv(hf_state, src + "self_attn.", heads, heads // attention["n_heads_in_group"], head_dim)
+            out[dst + "self_attention.linear_qkv.weight"] = _qkv(
+                hf_state, src + "self_attn.", heads, heads // attention["n_heads_in_group"], head_dim
+            )
             out[dst + "self_attention.linear_proj.weight"] = hf_state[src + "self_attn.o_proj.weight"]
         if ffn["replace_with_linear"]:
             out[dst + "mlp.weight"] = hf_state[src + "mlp.linear_mlp.weight"]
             out[dst + "pre_mlp_layernorm.weight"] = hf_state[src + "post_attention_layernorm.weight"]
         elif not ffn["no_op"]:
             out[dst + "pre_mlp_layernorm.weight"] = hf_state[src + "post_attention_layernorm.weight"]
-            out[dst + "mlp.linear_fc1.weight"] = torch.cat([hf_state[src + "mlp.gate_proj.weight"], hf_state[src + "mlp.up_proj.weight"]])
+            out[dst + "mlp.linear_fc1.weight"] = torch.cat(
+                [hf_state[src + "mlp.gate_proj.weight"], hf_state[src + "mlp.up_proj.weight"]]
+            )
             out[dst + "mlp.linear_fc2.weight"] = hf_state[src + "mlp.down_proj.weight"]
     return out
 
@@ -80,10 +101,15 @@ def load_child(child_dir: str | Path):
     hf_config = json.loads((child_dir / "config.json").read_text())
     config = megatron_config(hf_config)
     rope = hf_config.get("rope_parameters") or {}
-    model = GPTModel(config=config, transformer_layer_spec=get_gpt_heterogeneous_layer_spec(config, use_te=False),
-                     vocab_size=hf_config["vocab_size"], max_sequence_length=hf_config["max_position_embeddings"],
-                     position_embedding_type="rope", rotary_base=rope.get("rope_theta", hf_config.get("rope_theta", 10000.0)),
-                     share_embeddings_and_output_weights=False)
+    model = GPTModel(
+        config=config,
+        transformer_layer_spec=get_gpt_heterogeneous_layer_spec(config, use_te=False),
+        vocab_size=hf_config["vocab_size"],
+        max_sequence_length=hf_config["max_position_embeddings"],
+        position_embedding_type="rope",
+        rotary_base=rope.get("rope_theta", hf_config.get("rope_theta", 10000.0)),
+        share_embeddings_and_output_weights=False,
+    )
     _cpu_rotary_embedding(model)
     state = {}
     for shard in sorted(child_dir.glob("*.safetensors")):

@@ -38,11 +38,15 @@ class NemotronNasConfig(LlamaConfig):
             block_configs = [{"attention": {"n_heads_in_group": 1}, "ffn": {"ffn_mult": 1.0}}] * self.num_hidden_layers
         self.block_configs = parse_block_configs(block_configs, self.num_attention_heads, self.hidden_size)
         if len(self.block_configs) != self.num_hidden_layers:
-            raise ValueError(f"block_configs has {len(self.block_configs)} entries for num_hidden_layers = {self.num_hidden_layers}")
+            raise ValueError(
+                f"block_configs has {len(self.block_configs)} entries for num_hidden_layers = {self.num_hidden_layers}"
+            )
 
     def to_dict(self):
         out = super().to_dict()
-        out["block_configs"] = [block.to_json() if isinstance(block, BlockConfig) else block for block in self.block_configs]
+        out["block_configs"] = [
+            block.to_json() if isinstance(block, BlockConfig) else block for block in self.block_configs
+        ]
         return out
 
     def layer_config(self, index: int) -> LlamaConfig:
@@ -83,7 +87,11 @@ class NasDecoderLayer(nn.Module):
         self.attention_kind, self.ffn_kind = block.attention.kind, block.ffn.kind
         if self.attention_kind != "no_op":
             self.input_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-            self.self_attn = LlamaAttention(layer, layer_idx) if self.attention_kind == "attention" else LinearAttention(config.hidden_size)
+            self.self_attn = (
+                LlamaAttention(layer, layer_idx)
+                if self.attention_kind == "attention"
+                else LinearAttention(config.hidden_size)
+            )
         if self.ffn_kind != "no_op":
             self.post_attention_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
             self.mlp = LlamaMLP(layer) if self.ffn_kind == "ffn" else LinearMLP(config.hidden_size)
@@ -126,7 +134,16 @@ class NemotronNasModel(NemotronNasPreTrainedModel):
     def _first_attention_layer(self) -> int:
         return next((i for i, layer in enumerate(self.layers) if layer.attention_kind == "attention"), 0)
 
-    def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None, inputs_embeds=None, use_cache=None, **kwargs):
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        position_ids=None,
+        past_key_values=None,
+        inputs_embeds=None,
+        use_cache=None,
+        **kwargs,
+    ):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
         if inputs_embeds is None:
@@ -136,13 +153,24 @@ class NemotronNasModel(NemotronNasPreTrainedModel):
         if position_ids is None:
             seen = past_key_values.get_seq_length(self._first_attention_layer()) if past_key_values is not None else 0
             position_ids = (torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device) + seen).unsqueeze(0)
-        mask = create_causal_mask(config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
-                                  past_key_values=past_key_values, position_ids=position_ids)
+        mask = create_causal_mask(
+            config=self.config,
+            inputs_embeds=inputs_embeds,
+            attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            position_ids=position_ids,
+        )
         hidden_states = inputs_embeds
         position_embeddings = self.rotary_emb(hidden_states, position_ids=position_ids)
         for layer in self.layers:
-            hidden_states = layer(hidden_states, attention_mask=mask, position_embeddings=position_embeddings,
-                                  position_ids=position_ids, past_key_values=past_key_values, **kwargs)
+            hidden_states = layer(
+                hidden_states,
+                attention_mask=mask,
+                position_embeddings=position_embeddings,
+                position_ids=position_ids,
+                past_key_values=past_key_values,
+                **kwargs,
+            )
         return BaseModelOutputWithPast(last_hidden_state=self.norm(hidden_states), past_key_values=past_key_values)
 
 
@@ -160,14 +188,35 @@ class DeciLMForCausalLM(NemotronNasPreTrainedModel):
     def get_input_embeddings(self):
         return self.model.embed_tokens
 
-    def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None, inputs_embeds=None,
-                labels=None, use_cache=None, logits_to_keep=0, **kwargs):
-        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                             past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache, **kwargs)
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        position_ids=None,
+        past_key_values=None,
+        inputs_embeds=None,
+        labels=None,
+        use_cache=None,
+        logits_to_keep=0,
+        **kwargs,
+    ):
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
         hidden = outputs.last_hidden_state
         keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
         logits = self.lm_head(hidden[:, keep, :])
-        loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs) if labels is not None else None
+        loss = (
+            self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+            if labels is not None
+            else None
+        )
         return CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=outputs.past_key_values)
 
 
@@ -185,5 +234,7 @@ def vllm_unsupported(block_configs) -> list[str]:
     for index, block in enumerate(block_configs):
         for part, config in (("attention", block.attention), ("ffn", block.ffn)):
             if config.replace_with_linear:
-                problems.append(f"block_configs[{index}].{part}: replace_with_linear is not implemented by vLLM's nemotron_nas")
+                problems.append(
+                    f"block_configs[{index}].{part}: replace_with_linear is not implemented by vLLM's nemotron_nas"
+                )
     return problems

@@ -18,8 +18,24 @@ import torch
 from reasonrl.compat.transformers import set_attention_implementation
 from reasonrl.plugins.puzzle import costs as cost_model
 from reasonrl.plugins.puzzle.distill import distill_layer, layer_activations
-from reasonrl.plugins.puzzle.library import AttentionVariant, FfnVariant, Menu, block_config, ffn_channel_importance, least_squares, merge_kv_heads, prune_ffn
-from reasonrl.plugins.puzzle.subblocks import AttentionContext, build_model, run_subblock, split_layers, subblock, subblock_state
+from reasonrl.plugins.puzzle.library import (
+    AttentionVariant,
+    FfnVariant,
+    Menu,
+    block_config,
+    ffn_channel_importance,
+    least_squares,
+    merge_kv_heads,
+    prune_ffn,
+)
+from reasonrl.plugins.puzzle.subblocks import (
+    AttentionContext,
+    build_model,
+    run_subblock,
+    split_layers,
+    subblock,
+    subblock_state,
+)
 
 PARTS = ("attention", "ffn")
 
@@ -33,8 +49,15 @@ class PuzzleSettings:
     parent: str = "toy"  # "toy" (built and trained here) or a Hugging Face LlamaForCausalLM folder
     toy_layers: int = 6
     toy_steps: int = 250
-    menu: dict = field(default_factory=lambda: {"attention": ["parent", {"kv_heads": 2}, {"kv_heads": 1}, "linear", "no_op"], "ffn": [1.0, 0.75, 0.5, 0.25, "linear", "no_op"]})
-    text_files: list = field(default_factory=list)  # real parents: plain-text files for calibration / distillation / held-out
+    menu: dict = field(
+        default_factory=lambda: {
+            "attention": ["parent", {"kv_heads": 2}, {"kv_heads": 1}, "linear", "no_op"],
+            "ffn": [1.0, 0.75, 0.5, 0.25, "linear", "no_op"],
+        }
+    )
+    text_files: list = field(
+        default_factory=list
+    )  # real parents: plain-text files for calibration / distillation / held-out
     sequence_length: int = 48
     calibration_sequences: int = 64
     distill_sequences: int = 256
@@ -110,7 +133,9 @@ class Pipeline:
             from reasonrl.plugins.puzzle.toy import train_parent
 
             self.log(f"training the toy parent ({self.s.toy_layers} layers, {self.s.toy_steps} steps)")
-            train_parent(steps=self.s.toy_steps, layers=self.s.toy_layers, seed=self.s.seed, log=self.log).save_pretrained(target)
+            train_parent(
+                steps=self.s.toy_steps, layers=self.s.toy_layers, seed=self.s.seed, log=self.log
+            ).save_pretrained(target)
         else:
             check_llama_parent(self.s.parent)
             target.mkdir(parents=True)
@@ -129,9 +154,17 @@ class Pipeline:
             self.parent_config = llama.config
             set_attention_implementation(self.parent_config, "sdpa")
             self.menu = Menu.from_config(self.s.menu, llama.config)
-            parent_blocks = [block_config(AttentionVariant("attention", llama.config.num_key_value_heads), FfnVariant("ffn", llama.config.intermediate_size),
-                                          llama.config.num_attention_heads, llama.config.hidden_size)] * llama.config.num_hidden_layers
-            self._parent = build_model(llama.config, parent_blocks, *split_layers(llama.state_dict(), llama.config.num_hidden_layers)).to(self.s.device)
+            parent_blocks = [
+                block_config(
+                    AttentionVariant("attention", llama.config.num_key_value_heads),
+                    FfnVariant("ffn", llama.config.intermediate_size),
+                    llama.config.num_attention_heads,
+                    llama.config.hidden_size,
+                )
+            ] * llama.config.num_hidden_layers
+            self._parent = build_model(
+                llama.config, parent_blocks, *split_layers(llama.state_dict(), llama.config.num_hidden_layers)
+            ).to(self.s.device)
         return self._parent
 
     def data(self) -> dict[str, torch.Tensor]:
@@ -165,8 +198,13 @@ class Pipeline:
     def trained_subblocks(self) -> list[tuple[int, str, Any]]:
         """(layer, part, variant) of every subblock that has weights of its own to learn."""
         parent = self.parent()
-        return [(layer, part, v) for layer in range(len(parent.model.layers)) for part in PARTS for v in self.variants(part)
-                if not self.is_parent_variant(part, v) and v.kind != "no_op"]
+        return [
+            (layer, part, v)
+            for layer in range(len(parent.model.layers))
+            for part in PARTS
+            for v in self.variants(part)
+            if not self.is_parent_variant(part, v) and v.kind != "no_op"
+        ]
 
     def stage_build_library(self) -> None:
         parent = self.parent()
@@ -180,7 +218,10 @@ class Pipeline:
         acts, acts_layer = None, None
         for layer, part, variant in todo:
             if acts_layer != layer:  # one layer's calibration activations at a time
-                chunks = [layer_activations(parent, calibration[i:i + self.s.distill_batch], layer, context) for i in range(0, len(calibration), self.s.distill_batch)]
+                chunks = [
+                    layer_activations(parent, calibration[i : i + self.s.distill_batch], layer, context)
+                    for i in range(0, len(calibration), self.s.distill_batch)
+                ]
                 acts = {p: tuple(torch.cat([c[p][k] for c in chunks]) for k in (0, 1)) for p in PARTS}
                 acts_layer = layer
             parent_layer = parent.model.layers[layer]
@@ -196,16 +237,29 @@ class Pipeline:
             elif part == "attention":
                 new = {k: v.clone() for k, v in state.items()}
                 for proj in ("k_proj", "v_proj"):
-                    new[f"self_attn.{proj}.weight"] = merge_kv_heads(state[f"self_attn.{proj}.weight"], config.num_key_value_heads, variant.kv_heads, head_dim)
+                    new[f"self_attn.{proj}.weight"] = merge_kv_heads(
+                        state[f"self_attn.{proj}.weight"], config.num_key_value_heads, variant.kv_heads, head_dim
+                    )
             else:
                 with torch.no_grad():
                     importance = ffn_channel_importance(parent_layer.mlp, parent_layer.post_attention_layernorm(inputs))
-                pruned = prune_ffn({k.removeprefix("mlp."): v for k, v in state.items() if k.startswith("mlp.")}, importance, variant.size)
-                new = {"post_attention_layernorm.weight": state["post_attention_layernorm.weight"].clone(), **{f"mlp.{k}": v for k, v in pruned.items()}}
+                pruned = prune_ffn(
+                    {k.removeprefix("mlp."): v for k, v in state.items() if k.startswith("mlp.")},
+                    importance,
+                    variant.size,
+                )
+                new = {
+                    "post_attention_layernorm.weight": state["post_attention_layernorm.weight"].clone(),
+                    **{f"mlp.{k}": v for k, v in pruned.items()},
+                }
             new = {k: v.detach().cpu() for k, v in new.items()}
             module = subblock(config, part, variant)
             module.load_state_dict(new, strict=True)
-            _save(self.subblock_path("init", layer, part, variant), new, {"layer": layer, "part": part, "variant": variant.name})
+            _save(
+                self.subblock_path("init", layer, part, variant),
+                new,
+                {"layer": layer, "part": part, "variant": variant.name},
+            )
         self.log(f"library: {len(todo)} subblocks initialised from the parent ({len(self.trained_subblocks())} in all)")
 
     # ---------------------------------------------------------------- distillation
@@ -224,13 +278,22 @@ class Pipeline:
             done += finished
             elapsed = time.monotonic() - start
             rate = (done - (total - len(todo))) / max(elapsed, 1e-9)
-            self.log(f"distill {bar(done, total)} {done}/{total} subblocks ({total - done} left, ~{(total - done) / max(rate, 1e-9):.0f} s to go)  layer {layer} done"
-                     + (f"  [{self.s.workers} Ray workers]" if self.s.workers > 1 else ""))
+            self.log(
+                f"distill {bar(done, total)} {done}/{total} subblocks ({total - done} left, "
+                f"~{(total - done) / max(rate, 1e-9):.0f} s to go)  layer {layer} done"
+                + (f"  [{self.s.workers} Ray workers]" if self.s.workers > 1 else "")
+            )
 
         if self.s.workers > 1:
             import ray
 
-            ray.init(num_cpus=self.s.workers, num_gpus=None, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+            ray.init(
+                num_cpus=self.s.workers,
+                num_gpus=None,
+                include_dashboard=False,
+                ignore_reinit_error=True,
+                log_to_driver=False,
+            )
             try:
                 task = ray.remote(num_cpus=1, num_gpus=self.s.gpus_per_worker)(_distill_layer_task)
                 pending = {task.remote(str(self.run_dir), self.s, layer): layer for layer in layers}
@@ -245,7 +308,11 @@ class Pipeline:
 
     def distill_layer(self, layer: int) -> int:
         """Distil the layer's subblocks that have no distilled weights yet; returns how many."""
-        missing = [(part, variant) for lay, part, variant in self.trained_subblocks() if lay == layer and not self.subblock_path("distilled", layer, part, variant).exists()]
+        missing = [
+            (part, variant)
+            for lay, part, variant in self.trained_subblocks()
+            if lay == layer and not self.subblock_path("distilled", layer, part, variant).exists()
+        ]
         modules = {}
         for part, variant in missing:
             module = subblock(self.parent_config, part, variant)
@@ -253,12 +320,24 @@ class Pipeline:
             modules[(part, variant)] = (part, module.to(self.s.device))
         context = AttentionContext(self.parent().model, self.s.sequence_length)
         torch.manual_seed(self.s.seed + layer)
-        results = distill_layer(self.parent(), layer, modules, self.data()["distill"], context, self.s.distill_steps,
-                                self.s.distill_lr, self.s.distill_batch, self.s.seed + layer)
+        results = distill_layer(
+            self.parent(),
+            layer,
+            modules,
+            self.data()["distill"],
+            context,
+            self.s.distill_steps,
+            self.s.distill_lr,
+            self.s.distill_batch,
+            self.s.seed + layer,
+        )
         for (part, variant), (before, after) in results.items():
             module = modules[(part, variant)][1]
-            _save(self.subblock_path("distilled", layer, part, variant), {k: v.detach().cpu() for k, v in module.state_dict().items()},
-                  {"layer": layer, "part": part, "variant": variant.name, "nmse_init": before, "nmse_distilled": after})
+            _save(
+                self.subblock_path("distilled", layer, part, variant),
+                {k: v.detach().cpu() for k, v in module.state_dict().items()},
+                {"layer": layer, "part": part, "variant": variant.name, "nmse_init": before, "nmse_distilled": after},
+            )
         return len(missing)
 
     def subblock_weights(self, layer: int, part: str, variant) -> dict[str, torch.Tensor]:
@@ -274,7 +353,10 @@ class Pipeline:
         config = self.parent_config
         blocks = [block_config(a, f, config.num_attention_heads, config.hidden_size) for a, f in choice]
         base, _ = split_layers(self.parent().state_dict(), len(choice))
-        layer_states = [{**self.subblock_weights(layer, "attention", a), **self.subblock_weights(layer, "ffn", f)} for layer, (a, f) in enumerate(choice)]
+        layer_states = [
+            {**self.subblock_weights(layer, "attention", a), **self.subblock_weights(layer, "ffn", f)}
+            for layer, (a, f) in enumerate(choice)
+        ]
         return build_model(config, blocks, base, layer_states).to(self.s.device)
 
     def menu_pairs(self):
@@ -283,7 +365,9 @@ class Pipeline:
 
     def parent_choice(self) -> list[tuple[Any, Any]]:
         config = self.parent_config
-        return [(AttentionVariant("attention", config.num_key_value_heads), FfnVariant("ffn", config.intermediate_size))] * config.num_hidden_layers
+        return [
+            (AttentionVariant("attention", config.num_key_value_heads), FfnVariant("ffn", config.intermediate_size))
+        ] * config.num_hidden_layers
 
     @torch.no_grad()
     def evaluate(self, model, reference_logits: torch.Tensor | None = None) -> dict[str, float]:
@@ -324,11 +408,38 @@ class Pipeline:
             for variant in self.variants(part):
                 module = subblock(config, part, variant).to(self.s.device)
                 params, kind = cost_model.parameters(module), variant.kind
-                kv = cost_model.kv_cache_bytes(kind, getattr(variant, "kv_heads", None), head_dim, self.s.batch, self.s.sequence, hardware.dtype_bytes) if part == "attention" else 0
-                costs = {"params": params, "kv_bytes": kv,
-                         "latency_s": cost_model.decode_latency(params, kind if part == "attention" else "ffn", config.num_attention_heads, head_dim, kv, self.s.batch, self.s.sequence, hardware)}
+                kv = (
+                    cost_model.kv_cache_bytes(
+                        kind,
+                        getattr(variant, "kv_heads", None),
+                        head_dim,
+                        self.s.batch,
+                        self.s.sequence,
+                        hardware.dtype_bytes,
+                    )
+                    if part == "attention"
+                    else 0
+                )
+                costs = {
+                    "params": params,
+                    "kv_bytes": kv,
+                    "latency_s": cost_model.decode_latency(
+                        params,
+                        kind if part == "attention" else "ffn",
+                        config.num_attention_heads,
+                        head_dim,
+                        kv,
+                        self.s.batch,
+                        self.s.sequence,
+                        hardware,
+                    ),
+                }
                 if self.s.measure_latency:
-                    costs["measured_latency_s"] = cost_model.measured_latency(lambda x, m=module, p=part: run_subblock(m, p, x, context), probe) if kind != "no_op" else 0.0
+                    costs["measured_latency_s"] = (
+                        cost_model.measured_latency(lambda x, m=module, p=part: run_subblock(m, p, x, context), probe)
+                        if kind != "no_op"
+                        else 0.0
+                    )
                 resource_costs[(part, variant)] = costs
         rows = []
         layers = len(parent.model.layers)
@@ -338,9 +449,22 @@ class Pipeline:
                     choice = list(self.parent_choice())
                     a, f = choice[layer]
                     choice[layer] = (variant, f) if part == "attention" else (a, variant)
-                    metrics = {"kl": 0.0, "lm_loss": base["lm_loss"]} if self.is_parent_variant(part, variant) else self.evaluate(self.assemble(choice), reference)
-                    rows.append({"layer": layer, "part": part, "variant": variant.name, "kl": metrics["kl"], "lm_loss": metrics["lm_loss"],
-                                 "lm_loss_delta": metrics["lm_loss"] - base["lm_loss"], **resource_costs[(part, variant)]})
+                    metrics = (
+                        {"kl": 0.0, "lm_loss": base["lm_loss"]}
+                        if self.is_parent_variant(part, variant)
+                        else self.evaluate(self.assemble(choice), reference)
+                    )
+                    rows.append(
+                        {
+                            "layer": layer,
+                            "part": part,
+                            "variant": variant.name,
+                            "kl": metrics["kl"],
+                            "lm_loss": metrics["lm_loss"],
+                            "lm_loss_delta": metrics["lm_loss"] - base["lm_loss"],
+                            **resource_costs[(part, variant)],
+                        }
+                    )
             self.log(f"score: layer {layer + 1}/{layers}")
         pd.DataFrame(rows).to_parquet(path)
         (self.run_dir / "parent_metrics.json").write_text(json.dumps(base))
@@ -363,7 +487,9 @@ class Pipeline:
                 quality[layer, j] = max(getattr(ra, metric), 0.0) + max(getattr(rf, metric), 0.0)
                 for name in resources:
                     resources[name][layer, j] = getattr(ra, name) + getattr(rf, name)
-        fixed_params = sum(v.numel() for k, v in self.parent().state_dict().items() if not k.startswith("model.layers."))
+        fixed_params = sum(
+            v.numel() for k, v in self.parent().state_dict().items() if not k.startswith("model.layers.")
+        )
         return quality, resources, fixed_params, pairs
 
     def budgets(self, resources, fixed_params) -> dict[str, float]:
@@ -391,9 +517,13 @@ class Pipeline:
         smallest = {name: float(resources[name].min(axis=1).sum()) for name in budgets}
         for name, budget in budgets.items():
             if budget < smallest[name]:
-                fraction = {"params": "params_fraction", "kv_bytes": "kv_fraction", "latency_s": "latency_fraction"}[name]
-                raise InfeasibleBudget(f"{fraction} = {getattr(self.s, fraction)} is below the smallest model this library can build "
-                                       f"({name} {budget + (fixed if name == 'params' else 0):.4g} < {smallest[name] + (fixed if name == 'params' else 0):.4g})")
+                fraction = {"params": "params_fraction", "kv_bytes": "kv_fraction", "latency_s": "latency_fraction"}[
+                    name
+                ]
+                raise InfeasibleBudget(
+                    f"{fraction} = {getattr(self.s, fraction)} is below the smallest model this library can build "
+                    f"({name} {budget + (fixed if name == 'params' else 0):.4g} < {smallest[name] + (fixed if name == 'params' else 0):.4g})"
+                )
         if "params" in budgets:
             # the baseline: uniform FFN pruning, the widest that fits; the search gets exactly its
             # parameter count, so the two children are compared at the same budget
@@ -409,23 +539,41 @@ class Pipeline:
         choice = [pairs[j] for j in solution.choice]
         child = self.assemble(choice)
         child_params = sum(p.numel() for p in child.parameters())
-        result = {"budgets": budgets, "choice": [[a.name, f.name] for a, f in choice], "estimated_quality": solution.quality,
-                  "resources": solution.resources, "solve_seconds": seconds, "parent_params": parent_params, "child_params": child_params,
-                  "child": self.evaluate(child, self.parent_logits()), "parent": self.evaluate(self.parent(), self.parent_logits())}
+        result = {
+            "budgets": budgets,
+            "choice": [[a.name, f.name] for a, f in choice],
+            "estimated_quality": solution.quality,
+            "resources": solution.resources,
+            "solve_seconds": seconds,
+            "parent_params": parent_params,
+            "child_params": child_params,
+            "child": self.evaluate(child, self.parent_logits()),
+            "parent": self.evaluate(self.parent(), self.parent_logits()),
+        }
         result["uniform"] = uniform
         path.write_text(json.dumps(result, indent=1))
-        self.log(f"search: child at {child_params / parent_params:.1%} of the parent's parameters, held-out LM loss {result['child']['lm_loss']:.4f}, "
-                 f"KL to the parent {result['child']['kl']:.4f} (parent LM loss {result['parent']['lm_loss']:.4f})")
+        self.log(
+            f"search: child at {child_params / parent_params:.1%} of the parent's parameters, held-out LM loss {result['child']['lm_loss']:.4f}, "
+            f"KL to the parent {result['child']['kl']:.4f} (parent LM loss {result['parent']['lm_loss']:.4f})"
+        )
         if uniform:
-            self.log(f"search: uniform pruning ({uniform['variant']} in every layer) at {uniform['params'] / parent_params:.1%}: held-out LM loss {uniform['lm_loss']:.4f}, KL {uniform['kl']:.4f}")
-        self._pareto(pareto_front(quality, resources, "params", points=self.s.pareto_points), pairs, fixed, parent_params)
+            self.log(
+                f"search: uniform pruning ({uniform['variant']} in every layer) at {uniform['params'] / parent_params:.1%}: "
+                f"held-out LM loss {uniform['lm_loss']:.4f}, KL {uniform['kl']:.4f}"
+            )
+        self._pareto(
+            pareto_front(quality, resources, "params", points=self.s.pareto_points), pairs, fixed, parent_params
+        )
 
     def fusion_terms(self, pairs) -> dict:
         """FFN Fusion priced into the search: FFN-only variants fuse with an FFN-only predecessor,
         saving one subblock's fixed latency overhead."""
         layers = self.parent_config.num_hidden_layers
         fusable = np.array([[a.kind == "no_op" and f.kind == "ffn" for a, f in pairs]] * layers)
-        return {"fusable": fusable, "fusion_saving": {"latency_s": cost_model.Hardware(**self.s.hardware).subblock_overhead_s}}
+        return {
+            "fusable": fusable,
+            "fusion_saving": {"latency_s": cost_model.Hardware(**self.s.hardware).subblock_overhead_s},
+        }
 
     def uniform_baseline(self, budget_params: int) -> dict | None:
         """The same FFN variant in every layer (parent attention): the widest that fits (None: none does)."""
@@ -445,8 +593,14 @@ class Pipeline:
         rows = []
         for solution in front:
             child = self.assemble([pairs[j] for j in solution.choice])
-            rows.append({"params": solution.resources["params"] + fixed, "params_fraction": (solution.resources["params"] + fixed) / parent_params,
-                         "estimated_quality": solution.quality, **self.evaluate(child, self.parent_logits())})
+            rows.append(
+                {
+                    "params": solution.resources["params"] + fixed,
+                    "params_fraction": (solution.resources["params"] + fixed) / parent_params,
+                    "estimated_quality": solution.quality,
+                    **self.evaluate(child, self.parent_logits()),
+                }
+            )
         frame = pd.DataFrame(rows)
         frame.to_parquet(self.run_dir / "pareto.parquet")
         plot_pareto(frame, self.run_dir / "pareto.png")
@@ -470,14 +624,23 @@ class Pipeline:
             write_probe(target, self.data()["heldout"][:2].cpu())
             for engine in ("megatron", "vllm") if engines["vllm"] else ("megatron",):
                 engines[f"{engine}_max_logprob_diff"] = compare(engine, target)
-                self.log(f"export: {engine} runs the child; largest |Δ log p| vs transformers {engines[f'{engine}_max_logprob_diff']:.2e}")
+                self.log(
+                    f"export: {engine} runs the child; largest |Δ log p| vs transformers {engines[f'{engine}_max_logprob_diff']:.2e}"
+                )
         (self.run_dir / "engines.json").write_text(json.dumps(engines, indent=1))
-        self.log(f"export: {target}" + ("" if engines["vllm"] else f" (not for vLLM: {engines['vllm_problems'][0]}; drop 'linear' from the menu to target vLLM)"))
+        self.log(
+            f"export: {target}"
+            + (
+                ""
+                if engines["vllm"]
+                else f" (not for vLLM: {engines['vllm_problems'][0]}; drop 'linear' from the menu to target vLLM)"
+            )
+        )
         if self.s.ffn_fusion:
             self.export_fused(child, result)
 
     def export_fused(self, child, result: dict) -> None:
-        from reasonrl.plugins.puzzle.fusion import fuse, fusable_runs
+        from reasonrl.plugins.puzzle.fusion import fusable_runs, fuse
 
         blocks = child.config.block_configs
         runs = fusable_runs(blocks)
@@ -488,10 +651,16 @@ class Pipeline:
             fused = build_model(self.parent_config, new_blocks, base, new_states).to(self.s.device)
             fused.save_pretrained(self.run_dir / "child_fused")
             probe = self.data()["heldout"]
-            report.update(fused_depth=len(new_blocks), child=result["child"], fused=self.evaluate(fused, self.parent_logits()),
-                          child_forward_s=cost_model.measured_latency(lambda x: child(input_ids=x), probe),
-                          fused_forward_s=cost_model.measured_latency(lambda x: fused(input_ids=x), probe))
-            self.log(f"FFN fusion: depth {len(blocks)} → {len(new_blocks)}, held-out LM loss {result['child']['lm_loss']:.4f} → {report['fused']['lm_loss']:.4f}")
+            report.update(
+                fused_depth=len(new_blocks),
+                child=result["child"],
+                fused=self.evaluate(fused, self.parent_logits()),
+                child_forward_s=cost_model.measured_latency(lambda x: child(input_ids=x), probe),
+                fused_forward_s=cost_model.measured_latency(lambda x: fused(input_ids=x), probe),
+            )
+            self.log(
+                f"FFN fusion: depth {len(blocks)} → {len(new_blocks)}, held-out LM loss {result['child']['lm_loss']:.4f} → {report['fused']['lm_loss']:.4f}"
+            )
         (self.run_dir / "ffn_fusion.json").write_text(json.dumps(report, indent=1))
 
     STAGES = ("parent", "build-library", "distill", "score", "search", "export")
@@ -513,14 +682,19 @@ def check_llama_parent(path: str) -> None:
     except (OSError, ValueError) as error:
         raise PuzzleError(f"parent {path!r}: cannot read a Hugging Face config ({error})") from None
     if config.model_type != "llama":
-        raise PuzzleError(f"parent {path!r} is model_type {config.model_type!r} ({', '.join(config.architectures or [])}): Puzzle needs a Llama-architecture parent (LlamaForCausalLM)")
+        raise PuzzleError(
+            f"parent {path!r} is model_type {config.model_type!r} ({', '.join(config.architectures or [])}): "
+            "Puzzle needs a Llama-architecture parent (LlamaForCausalLM)"
+        )
 
 
 def _text_windows(parent_path: Path, files: list, count: int, length: int) -> torch.Tensor:
     from transformers import AutoTokenizer
 
     if not files:
-        raise PuzzleError("puzzle config: text_files is empty: a real parent needs text for calibration, distillation and the held-out set")
+        raise PuzzleError(
+            "puzzle config: text_files is empty: a real parent needs text for calibration, distillation and the held-out set"
+        )
     tokenizer = AutoTokenizer.from_pretrained(parent_path)
     ids = []
     for name in files:
@@ -542,7 +716,14 @@ def plot_pareto(frame, out: Path) -> Path:
     axis.set_xlabel("parameters (fraction of the parent)")
     axis.set_ylabel("held-out LM loss")
     twin = axis.twinx()
-    twin.plot(frame["params_fraction"], frame["estimated_quality"], "s--", color="tab:orange", alpha=0.7, label="MIP objective (sum of block costs)")
+    twin.plot(
+        frame["params_fraction"],
+        frame["estimated_quality"],
+        "s--",
+        color="tab:orange",
+        alpha=0.7,
+        label="MIP objective (sum of block costs)",
+    )
     twin.set_ylabel("MIP objective")
     fig.legend(loc="center right", bbox_to_anchor=(0.86, 0.55), fontsize=8)
     axis.set_title("Puzzle: accuracy / parameters Pareto front")

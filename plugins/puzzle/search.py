@@ -70,11 +70,21 @@ def _solution(choice, quality, arrays, fusable=None, fusion_saving=None) -> Solu
     rows = np.arange(len(choice))
     merged = fused_layers(choice, fusable)
     saving = fusion_saving or {}
-    return Solution(choice, float(quality[rows, choice].sum()), {k: float(a[rows, choice].sum()) - merged * saving.get(k, 0.0) for k, a in arrays.items()})
+    return Solution(
+        choice,
+        float(quality[rows, choice].sum()),
+        {k: float(a[rows, choice].sum()) - merged * saving.get(k, 0.0) for k, a in arrays.items()},
+    )
 
 
-def solve(quality, resources: Mapping[str, np.ndarray], budgets: Mapping[str, float], time_limit_s: float = 60.0,
-          fusable: np.ndarray | None = None, fusion_saving: Mapping[str, float] | None = None) -> Solution:
+def solve(
+    quality,
+    resources: Mapping[str, np.ndarray],
+    budgets: Mapping[str, float],
+    time_limit_s: float = 60.0,
+    fusable: np.ndarray | None = None,
+    fusion_saving: Mapping[str, float] | None = None,
+) -> Solution:
     """The exact optimum (HiGHS MILP). Raises InfeasibleBudget when nothing fits.
 
     With ``fusable`` (layers × variants: FFN-only variants, attention removed) and
@@ -92,24 +102,36 @@ def solve(quality, resources: Mapping[str, np.ndarray], budgets: Mapping[str, fl
     fuse = fusable is not None and bool(fusion_saving) and layers > 1
     pairs = layers - 1 if fuse else 0
     cost = np.concatenate([np.where(allowed, quality, 0.0).ravel(), np.zeros(pairs)])
-    one_per_layer = csr_array((np.ones(n), (np.repeat(np.arange(layers), variants), np.arange(n))), shape=(layers, n + pairs))
+    one_per_layer = csr_array(
+        (np.ones(n), (np.repeat(np.arange(layers), variants), np.arange(n))), shape=(layers, n + pairs)
+    )
     constraints = [LinearConstraint(one_per_layer, 1, 1)]
     if arrays:
-        matrix = np.stack([np.concatenate([np.where(allowed, a, 0.0).ravel(), np.full(pairs, -(fusion_saving or {}).get(k, 0.0))]) for k, a in arrays.items()])
+        matrix = np.stack(
+            [
+                np.concatenate([np.where(allowed, a, 0.0).ravel(), np.full(pairs, -(fusion_saving or {}).get(k, 0.0))])
+                for k, a in arrays.items()
+            ]
+        )
         constraints.append(LinearConstraint(matrix, -np.inf, np.array(list(budgets[k] for k in arrays))))
     if fuse:
         # y_l − n_l ≤ 0 and y_l − n_{l−1} ≤ 0 for l = 1..L−1
         fusable = np.asarray(fusable, dtype=bool) & allowed
         link = np.zeros((2 * pairs, n + pairs))
-        for l in range(1, layers):
-            for row, layer in ((2 * (l - 1), l), (2 * (l - 1) + 1, l - 1)):
-                link[row, n + l - 1] = 1.0
-                link[row, layer * variants:(layer + 1) * variants] = -fusable[layer].astype(float)
+        for second in range(1, layers):  # the pair (second - 1, second)
+            for row, layer in ((2 * (second - 1), second), (2 * (second - 1) + 1, second - 1)):
+                link[row, n + second - 1] = 1.0
+                link[row, layer * variants : (layer + 1) * variants] = -fusable[layer].astype(float)
         constraints.append(LinearConstraint(link, -np.inf, 0.0))
     integrality = np.concatenate([np.ones(n), np.zeros(pairs)])
     upper = np.concatenate([allowed.ravel().astype(float), np.ones(pairs)])
-    result = milp(cost, integrality=integrality, bounds=Bounds(0, upper), constraints=constraints,
-                  options={"mip_rel_gap": 0.0, "time_limit": time_limit_s})
+    result = milp(
+        cost,
+        integrality=integrality,
+        bounds=Bounds(0, upper),
+        constraints=constraints,
+        options={"mip_rel_gap": 0.0, "time_limit": time_limit_s},
+    )
     if result.status == 2:
         raise InfeasibleBudget(f"no choice of one variant per layer meets all budgets {dict(budgets)} together")
     if result.x is None:
@@ -150,20 +172,30 @@ def greedy(quality, resources: Mapping[str, np.ndarray], budgets: Mapping[str, f
     return _solution(choice, quality, arrays)
 
 
-def brute_force(quality, resources: Mapping[str, np.ndarray], budgets: Mapping[str, float], fusable=None, fusion_saving=None) -> Solution:
+def brute_force(
+    quality, resources: Mapping[str, np.ndarray], budgets: Mapping[str, float], fusable=None, fusion_saving=None
+) -> Solution:
     """Every combination (tests only: variants ** layers)."""
     quality, allowed, arrays = _validate(quality, resources, budgets)
     best = None
     for combo in itertools.product(*(np.flatnonzero(row) for row in allowed)):
         candidate = _solution(np.asarray(combo), quality, arrays, fusable, fusion_saving)
-        if all(candidate.resources[k] <= budgets[k] + 1e-9 for k in arrays) and (best is None or candidate.quality < best.quality - 1e-12):
+        if all(candidate.resources[k] <= budgets[k] + 1e-9 for k in arrays) and (
+            best is None or candidate.quality < best.quality - 1e-12
+        ):
             best = candidate
     if best is None:
         raise InfeasibleBudget(f"no choice of one variant per layer meets all budgets {dict(budgets)} together")
     return best
 
 
-def pareto_front(quality, resources: Mapping[str, np.ndarray], resource: str, points: int = 12, fixed: Mapping[str, float] | None = None) -> list[Solution]:
+def pareto_front(
+    quality,
+    resources: Mapping[str, np.ndarray],
+    resource: str,
+    points: int = 12,
+    fixed: Mapping[str, float] | None = None,
+) -> list[Solution]:
     """Optimal architectures for ``points`` budgets on ``resource`` between the smallest and the
     largest possible model (other budgets ``fixed``): the accuracy/efficiency front."""
     quality = np.asarray(quality, dtype=np.float64)

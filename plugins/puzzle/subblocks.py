@@ -26,7 +26,14 @@ NO_FFN = FFNConfig(no_op=True)
 def nas_config(parent_config, blocks: list[BlockConfig]) -> NemotronNasConfig:
     """A NemotronNasConfig with the parent's shape and these blocks."""
     values = parent_config.to_dict()
-    for key in ("model_type", "architectures", "num_key_value_heads", "intermediate_size", "block_configs", "transformers_version"):
+    for key in (
+        "model_type",
+        "architectures",
+        "num_key_value_heads",
+        "intermediate_size",
+        "block_configs",
+        "transformers_version",
+    ):
         values.pop(key, None)
     values["num_hidden_layers"] = len(blocks)
     config = NemotronNasConfig(block_configs=blocks, **values)
@@ -34,7 +41,9 @@ def nas_config(parent_config, blocks: list[BlockConfig]) -> NemotronNasConfig:
     return config
 
 
-def split_layers(state: dict[str, torch.Tensor], layers: int) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]]]:
+def split_layers(
+    state: dict[str, torch.Tensor], layers: int
+) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]]]:
     """A model's state dict as (what lies outside the layers, one dict per layer with names
     relative to the layer)."""
     base = {k: v for k, v in state.items() if not k.startswith("model.layers.")}
@@ -46,7 +55,9 @@ def split_layers(state: dict[str, torch.Tensor], layers: int) -> tuple[dict[str,
     return base, per_layer
 
 
-def build_model(parent_config, blocks: list[BlockConfig], base: dict[str, torch.Tensor], layer_states: list[dict[str, torch.Tensor]]) -> DeciLMForCausalLM:
+def build_model(
+    parent_config, blocks: list[BlockConfig], base: dict[str, torch.Tensor], layer_states: list[dict[str, torch.Tensor]]
+) -> DeciLMForCausalLM:
     """The heterogeneous model of ``blocks`` with these weights (every one must be given)."""
     model = DeciLMForCausalLM(nas_config(parent_config, blocks))
     state = dict(base)
@@ -83,8 +94,18 @@ class AttentionContext:
         key = (hidden.shape[0], hidden.shape[1], hidden.dtype, hidden.device)
         if key not in self._cache:
             position_ids = torch.arange(hidden.shape[1], device=hidden.device).unsqueeze(0)
-            mask = create_causal_mask(config=self.model.config, inputs_embeds=hidden, attention_mask=None, past_key_values=None, position_ids=position_ids)
-            self._cache[key] = {"position_embeddings": self.model.rotary_emb(hidden, position_ids=position_ids), "attention_mask": mask, "position_ids": position_ids}
+            mask = create_causal_mask(
+                config=self.model.config,
+                inputs_embeds=hidden,
+                attention_mask=None,
+                past_key_values=None,
+                position_ids=position_ids,
+            )
+            self._cache[key] = {
+                "position_embeddings": self.model.rotary_emb(hidden, position_ids=position_ids),
+                "attention_mask": mask,
+                "position_ids": position_ids,
+            }
         return self._cache[key]
 
 

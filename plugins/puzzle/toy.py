@@ -28,7 +28,9 @@ def transition_table(seed: int = CHAIN_SEED) -> torch.Tensor:
     on the global one, seeded inside ``fork_rng`` and left as the caller had it."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        weights = torch.distributions.Gamma(torch.full((SYMBOLS * SYMBOLS, SYMBOLS), 0.1), torch.ones(1)).sample() + 1e-6
+        weights = (
+            torch.distributions.Gamma(torch.full((SYMBOLS * SYMBOLS, SYMBOLS), 0.1), torch.ones(1)).sample() + 1e-6
+        )
     return weights / weights.sum(-1, keepdim=True)
 
 
@@ -57,9 +59,20 @@ def corpus(sequences: int, length: int, seed: int) -> torch.Tensor:
 def parent_config(layers: int = 6):
     from transformers import LlamaConfig
 
-    return LlamaConfig(vocab_size=VOCAB, hidden_size=128, num_attention_heads=4, num_key_value_heads=4, intermediate_size=1024,
-                       num_hidden_layers=layers, max_position_embeddings=256, rms_norm_eps=1e-5, tie_word_embeddings=False,
-                       pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    return LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        intermediate_size=1024,
+        num_hidden_layers=layers,
+        max_position_embeddings=256,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
 
 
 def train_parent(steps: int = 300, layers: int = 6, seed: int = 0, batch: int = 32, length: int = 64, log=print):

@@ -58,8 +58,20 @@ def reasonrl_plugin_info() -> PluginInfo:
 @hookimpl
 def reasonrl_verl_registrations() -> list[Registration]:
     return [
-        Registration("verl", "reward_manager", "reasonrl", _register_reward_manager, "reward_loop.reward_manager.REWARD_MANAGER['reasonrl']"),
-        Registration("verl", "adv_estimator", "masked_grpo", _register_estimator, "core_algos.ADV_ESTIMATOR_REGISTRY['masked_grpo']"),
+        Registration(
+            "verl",
+            "reward_manager",
+            "reasonrl",
+            _register_reward_manager,
+            "reward_loop.reward_manager.REWARD_MANAGER['reasonrl']",
+        ),
+        Registration(
+            "verl",
+            "adv_estimator",
+            "masked_grpo",
+            _register_estimator,
+            "core_algos.ADV_ESTIMATOR_REGISTRY['masked_grpo']",
+        ),
     ]
 
 
@@ -85,12 +97,24 @@ def reasonrl_check_config(config) -> None:
     settings = settings_from(config)
     manager = OmegaConf.select(config, "reward.reward_manager.name", default=None)
     if manager != "reasonrl":
-        raise ConfigError("reward.reward_manager.name", f"is {manager!r} but reasonrl.rewards is set: use +reasonrl/rewards=<option> (it selects 'reasonrl')")
-    if settings.needs_group_callback and OmegaConf.select(config, "trainer.v1.trainer_mode", default=None) != "reasonrl_sync":
-        raise ConfigError("trainer.v1.trainer_mode", "must be 'reasonrl_sync': the length penalty and incomplete-signal masking run in its before_advantage step")
+        raise ConfigError(
+            "reward.reward_manager.name",
+            f"is {manager!r} but reasonrl.rewards is set: use +reasonrl/rewards=<option> (it selects 'reasonrl')",
+        )
+    if (
+        settings.needs_group_callback
+        and OmegaConf.select(config, "trainer.v1.trainer_mode", default=None) != "reasonrl_sync"
+    ):
+        raise ConfigError(
+            "trainer.v1.trainer_mode",
+            "must be 'reasonrl_sync': the length penalty and incomplete-signal masking run in its before_advantage step",
+        )
     estimator = OmegaConf.select(config, "algorithm.adv_estimator", default=None)
     if settings.mask_incomplete and estimator != "masked_grpo":
-        raise ConfigError("algorithm.adv_estimator", f"is {estimator!r}: with reasonrl.rewards.mask_incomplete use 'masked_grpo' (GRPO without the masked responses)")
+        raise ConfigError(
+            "algorithm.adv_estimator",
+            f"is {estimator!r}: with reasonrl.rewards.mask_incomplete use 'masked_grpo' (GRPO without the masked responses)",
+        )
 
 
 @hookimpl

@@ -29,22 +29,33 @@ class ProgressBar:
         elapsed = time.monotonic() - self.start
         rate = self.done / elapsed if elapsed > 0 else 0.0
         eta = (self.total - self.done) / rate if rate > 0 else 0.0
-        sys.stderr.write(f"\r[{self.label}] {bar(self.done, self.total, width=30)} {self.done}/{self.total}  {rate:6.1f}/s  eta {eta:5.1f}s ")
+        sys.stderr.write(
+            f"\r[{self.label}] {bar(self.done, self.total, width=30)} {self.done}/{self.total}  {rate:6.1f}/s  eta {eta:5.1f}s "
+        )
         if self.done == self.total:
             sys.stderr.write("\n")
         sys.stderr.flush()
 
 
 def _configure_judge(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--problems", type=Path, required=True, help="JSONL: problem_id + tests ({inputs, outputs} or {assertions})")
-    parser.add_argument("--solutions", type=Path, required=True, help="JSONL: problem_id, solution_id, language (python|cpp), code")
+    parser.add_argument(
+        "--problems", type=Path, required=True, help="JSONL: problem_id + tests ({inputs, outputs} or {assertions})"
+    )
+    parser.add_argument(
+        "--solutions", type=Path, required=True, help="JSONL: problem_id, solution_id, language (python|cpp), code"
+    )
     parser.add_argument("--out", type=Path, required=True, help="JSONL verdicts, one line per solution, in input order")
     parser.add_argument("--backend", choices=("local", "sandbox_fusion"), default="local")
     parser.add_argument("--url", default=None, help="SandboxFusion /run_code URL (--backend sandbox_fusion)")
     parser.add_argument("--workers", type=int, default=None, help="sandboxed runners (default: one per core)")
     parser.add_argument("--time-limit", type=float, default=2.0, help="CPU seconds per test (default 2)")
     parser.add_argument("--memory-mb", type=int, default=1024, help="address-space limit per run (default 1024)")
-    parser.add_argument("--float-tolerance", type=float, default=None, help="compare numeric stdout tokens within this relative tolerance")
+    parser.add_argument(
+        "--float-tolerance",
+        type=float,
+        default=None,
+        help="compare numeric stdout tokens within this relative tolerance",
+    )
 
 
 def summary_table(results) -> str:
@@ -56,7 +67,9 @@ def summary_table(results) -> str:
     for verdict in Verdict:
         lines.append(f"{verdict.value:<16}{counts.get(verdict, 0):>10}{counts.get(verdict, 0) / max(1, tests):>9.1%}")
     solved = sum(1 for r in results if r.verdicts and all(r.passed))
-    lines.append(f"{'all tests pass':<16}{solved:>10}{solved / max(1, len(results)):>9.1%}  of {len(results)} solutions")
+    lines.append(
+        f"{'all tests pass':<16}{solved:>10}{solved / max(1, len(results)):>9.1%}  of {len(results)} solutions"
+    )
     return "\n".join(lines)
 
 
@@ -72,7 +85,14 @@ def _run_judge(args: argparse.Namespace) -> int:
         if problem_id not in problems:
             print(f"reasonrl judge: solution line {index + 1} names unknown problem {problem_id!r}", file=sys.stderr)
             return 2
-        submissions.append(Submission(problems[problem_id], record["code"], record.get("language", "python"), str(record.get("solution_id", index))))
+        submissions.append(
+            Submission(
+                problems[problem_id],
+                record["code"],
+                record.get("language", "python"),
+                str(record.get("solution_id", index)),
+            )
+        )
     limits = JudgeLimits(time_s=args.time_limit, memory_mb=args.memory_mb, float_tolerance=args.float_tolerance)
     if args.backend == "sandbox_fusion":
         if not args.url:
@@ -91,21 +111,38 @@ def _run_judge(args: argparse.Namespace) -> int:
         for result in results:
             handle.write(json.dumps(result.to_json()) + "\n")
     print(summary_table(results))
-    print(f"{len(results)} solutions of {len(problems)} problems in {elapsed:.2f} s ({len(results) / max(elapsed, 1e-9):.1f} solutions/s) -> {args.out}")
+    print(
+        f"{len(results)} solutions of {len(problems)} problems in {elapsed:.2f} s ({len(results) / max(elapsed, 1e-9):.1f} solutions/s) -> {args.out}"
+    )
     return 0
 
 
 def _configure_difficulty(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="<action>", required=True)
-    calibrate = actions.add_parser("calibrate", help="cluster each problem's tests into difficulty levels from judge verdicts")
-    calibrate.add_argument("--verdicts", type=Path, required=True, help="JSONL from reasonrl judge (many solutions per problem)")
-    calibrate.add_argument("--out", type=Path, required=True, help="JSONL: problem_id + calibration (levels, level_scores, pass_rates)")
+    calibrate = actions.add_parser(
+        "calibrate", help="cluster each problem's tests into difficulty levels from judge verdicts"
+    )
+    calibrate.add_argument(
+        "--verdicts", type=Path, required=True, help="JSONL from reasonrl judge (many solutions per problem)"
+    )
+    calibrate.add_argument(
+        "--out", type=Path, required=True, help="JSONL: problem_id + calibration (levels, level_scores, pass_rates)"
+    )
     calibrate.add_argument("--levels", type=int, default=3, help="difficulty levels L (default 3)")
-    calibrate.add_argument("--level-scores", default=None, help="comma-separated scores, easiest level first (default: equal split)")
-    calibrate.add_argument("--plots", type=Path, default=None, help="folder for one PNG per problem (default: <out>.plots/; 'none' to skip)")
+    calibrate.add_argument(
+        "--level-scores", default=None, help="comma-separated scores, easiest level first (default: equal split)"
+    )
+    calibrate.add_argument(
+        "--plots",
+        type=Path,
+        default=None,
+        help="folder for one PNG per problem (default: <out>.plots/; 'none' to skip)",
+    )
 
 
-def calibrate_records(verdict_records: list[dict], levels: int, level_scores: list[float] | None) -> tuple[list[dict], int]:
+def calibrate_records(
+    verdict_records: list[dict], levels: int, level_scores: list[float] | None
+) -> tuple[list[dict], int]:
     """One calibration per problem from verdict lines; lines with a judge error are left out."""
     from reasonrl.plugins.rewards.difficulty import calibrate
 
@@ -134,7 +171,12 @@ def plot_calibration(problem_id: str, calibration: dict, path: Path) -> None:
     colours = plt.get_cmap("viridis", max(2, len(calibration["level_scores"])))
     for level in sorted(set(levels)):
         xs = [i for i, lv in enumerate(levels) if lv == level]
-        axis.bar(xs, [rates[i] for i in xs], color=colours(level), label=f"level {level} (score {calibration['level_scores'][level]:.2f})")
+        axis.bar(
+            xs,
+            [rates[i] for i in xs],
+            color=colours(level),
+            label=f"level {level} (score {calibration['level_scores'][level]:.2f})",
+        )
     axis.set_xlabel("test index")
     axis.set_ylabel("pass rate")
     axis.set_ylim(0, 1.05)
@@ -164,9 +206,22 @@ def _run_difficulty(args: argparse.Namespace) -> int:
             safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in record["problem_id"])
             plot_calibration(record["problem_id"], record["difficulty"], plots / f"{safe}.png")
             progress.advance()
-    print(f"{len(records)} problems calibrated ({skipped} verdict lines with a judge error left out) -> {args.out}" + (f", plots in {plots}" if plots else ""))
+    print(
+        f"{len(records)} problems calibrated ({skipped} verdict lines with a judge error left out) -> {args.out}"
+        + (f", plots in {plots}" if plots else "")
+    )
     return 0
 
 
-JUDGE_COMMAND = CliCommand(name="judge", help="run solutions against tests in the sandboxed judge: --problems P.jsonl --solutions S.jsonl --out V.jsonl", configure=_configure_judge, run=_run_judge)
-DIFFICULTY_COMMAND = CliCommand(name="difficulty", help="test-difficulty calibration (MiMo §3.3.1): reasonrl difficulty calibrate --verdicts V.jsonl --out calib.jsonl", configure=_configure_difficulty, run=_run_difficulty)
+JUDGE_COMMAND = CliCommand(
+    name="judge",
+    help="run solutions against tests in the sandboxed judge: --problems P.jsonl --solutions S.jsonl --out V.jsonl",
+    configure=_configure_judge,
+    run=_run_judge,
+)
+DIFFICULTY_COMMAND = CliCommand(
+    name="difficulty",
+    help="test-difficulty calibration (MiMo §3.3.1): reasonrl difficulty calibrate --verdicts V.jsonl --out calib.jsonl",
+    configure=_configure_difficulty,
+    run=_run_difficulty,
+)

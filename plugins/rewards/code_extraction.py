@@ -12,7 +12,15 @@ import re
 
 FENCE = "```"
 _TAG = re.compile(r"[ \t]*([A-Za-z0-9_+#-]*)")
-_LANGUAGE_TAGS = {"python": "python", "py": "python", "python3": "python", "cpp": "cpp", "c++": "cpp", "cc": "cpp", "cxx": "cpp"}
+_LANGUAGE_TAGS = {
+    "python": "python",
+    "py": "python",
+    "python3": "python",
+    "cpp": "cpp",
+    "c++": "cpp",
+    "cc": "cpp",
+    "cxx": "cpp",
+}
 
 
 def fenced_blocks(text: str) -> list[tuple[str, str]]:
@@ -26,7 +34,7 @@ def fenced_blocks(text: str) -> list[tuple[str, str]]:
         if closing < 0:
             break  # no closing fence after this opener's line: none for a later opener either
         tag = _TAG.match(text, opening + len(FENCE), line_end)[1]
-        blocks.append((tag, text[line_end + 1:closing]))
+        blocks.append((tag, text[line_end + 1 : closing]))
         position = closing + len(FENCE)
     return blocks
 

@@ -33,12 +33,20 @@ class TestDifficulty:
     num_solutions: int
 
     def to_json(self) -> dict:
-        return asdict(self) | {"levels": list(self.levels), "level_scores": list(self.level_scores), "pass_rates": list(self.pass_rates)}
+        return asdict(self) | {
+            "levels": list(self.levels),
+            "level_scores": list(self.level_scores),
+            "pass_rates": list(self.pass_rates),
+        }
 
     @classmethod
     def from_json(cls, record: dict) -> "TestDifficulty":
-        calibration = cls(tuple(int(x) for x in record["levels"]), tuple(float(x) for x in record["level_scores"]),
-                          tuple(float(x) for x in record.get("pass_rates", ())), int(record.get("num_solutions", 0)))
+        calibration = cls(
+            tuple(int(x) for x in record["levels"]),
+            tuple(float(x) for x in record["level_scores"]),
+            tuple(float(x) for x in record.get("pass_rates", ())),
+            int(record.get("num_solutions", 0)),
+        )
         calibration.check()
         return calibration
 
@@ -97,7 +105,9 @@ def cluster_1d(values: Sequence[float], k: int) -> list[int]:
     return [cluster_of[v] for v in values]
 
 
-def calibrate(verdicts: Sequence[Sequence[bool]], levels: int = 3, level_scores: Sequence[float] | None = None) -> TestDifficulty:
+def calibrate(
+    verdicts: Sequence[Sequence[bool]], levels: int = 3, level_scores: Sequence[float] | None = None
+) -> TestDifficulty:
     """Calibrate one problem from a solutions × tests matrix of pass/fail.
 
     ``level_scores`` (easiest first, length ``levels``) defaults to an equal split. If the
@@ -149,4 +159,6 @@ def reward(passed: Sequence[bool], calibration: TestDifficulty, scheme: str = "s
 
 def levels_passed(passed: Sequence[bool], calibration: TestDifficulty) -> list[bool]:
     """Per level (easiest first): did every test of the level pass?"""
-    return [all(ok for level, ok in zip(calibration.levels, passed) if level == g) for g in range(calibration.num_levels)]
+    return [
+        all(ok for level, ok in zip(calibration.levels, passed) if level == g) for g in range(calibration.num_levels)
+    ]

@@ -27,4 +27,8 @@ def test_difficulty_reward(passed, calibration, scheme: str = "strict") -> float
 
 test_difficulty_reward.__test__ = False  # a facade, not a pytest test
 
-FUNCTIONS = {"calibrate_difficulty": calibrate_difficulty, "test_difficulty_reward": test_difficulty_reward, "math_reward": math_reward}
+FUNCTIONS = {
+    "calibrate_difficulty": calibrate_difficulty,
+    "test_difficulty_reward": test_difficulty_reward,
+    "math_reward": math_reward,
+}

@@ -69,7 +69,12 @@ class _Worker:
         soft = settings.timeout_s if settings.soft_timeout else 0
         self.process = subprocess.Popen(
             [sys.executable, "-m", "reasonrl.plugins.rewards.math_worker", str(soft), str(settings.memory_mb)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
         self.ready = False
         self.closed = False  # its end of a pipe closed: the process died or is exiting
         self._buffer = b""
@@ -83,7 +88,7 @@ class _Worker:
             if len(self._buffer) >= 4:
                 size = struct.unpack(">I", self._buffer[:4])[0]
                 if len(self._buffer) >= 4 + size:
-                    body, self._buffer = self._buffer[4:4 + size], self._buffer[4 + size:]
+                    body, self._buffer = self._buffer[4 : 4 + size], self._buffer[4 + size :]
                     return json.loads(body)
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self._poller.poll(remaining * 1000):  # poll: fds ≥ 1024 are fine
@@ -193,8 +198,12 @@ class MathVerifier:
         with self._lock:
             self.counts[outcome.status] += 1
         if outcome.status != "verified":
-            LOG.warning("math answer scored 0 (%s: %s): %r", outcome.status, outcome.detail or f"past {self.settings.timeout_s} s",
-                        final_answer_text(response)[:120])
+            LOG.warning(
+                "math answer scored 0 (%s: %s): %r",
+                outcome.status,
+                outcome.detail or f"past {self.settings.timeout_s} s",
+                final_answer_text(response)[:120],
+            )
         return outcome
 
     def _grade(self, worker: _Worker, response: str, gold: str) -> tuple[MathOutcome, _Worker]:

@@ -25,7 +25,6 @@ import sys
 from reasonrl.plugins.rewards.judge.zygote import recv_message, send_message
 
 
-
 def final_answer_text(response: str) -> str:
     """The part of a response that is graded: after the last ``</think>``, else all of it."""
     head, separator, tail = response.rpartition("</think>")

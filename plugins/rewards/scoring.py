@@ -26,8 +26,21 @@ from reasonrl.plugins.rewards.math_reward import verify_math
 from reasonrl.plugins.rewards.thinking_format import format_ok
 
 #: Every response reports the same keys (verl takes the key list from the first sample).
-EXTRA_KEYS = ("score", "acc", "task_score", "format_ok", "judge_error", "truncated", "repetitive", "incomplete",
-              "code_tests_passed", "code_levels_passed", "code_level_pass", "math_timeout", "math_failed")
+EXTRA_KEYS = (
+    "score",
+    "acc",
+    "task_score",
+    "format_ok",
+    "judge_error",
+    "truncated",
+    "repetitive",
+    "incomplete",
+    "code_tests_passed",
+    "code_levels_passed",
+    "code_level_pass",
+    "math_timeout",
+    "math_failed",
+)
 
 
 def code_spec(ground_truth: Any, extra_info: dict | None) -> tuple[Problem, TestDifficulty | None] | None:
@@ -42,7 +55,11 @@ def code_spec(ground_truth: Any, extra_info: dict | None) -> tuple[Problem, Test
             return None
     if not isinstance(spec, dict) or not ({"inputs", "assertions"} & set(spec)):
         return None
-    problem = Problem(str(spec.get("problem_id", "")), parse_tests({k: v for k, v in spec.items() if k in ("inputs", "outputs", "assertions")}), spec.get("setup", ""))
+    problem = Problem(
+        str(spec.get("problem_id", "")),
+        parse_tests({k: v for k, v in spec.items() if k in ("inputs", "outputs", "assertions")}),
+        spec.get("setup", ""),
+    )
     difficulty = spec.get("difficulty") or (extra_info or {}).get("test_difficulty")
     if isinstance(difficulty, str):
         difficulty = json.loads(difficulty)
@@ -54,7 +71,12 @@ def make_judge(settings: RewardsConfig, reward_workers: int = 1):
     from reasonrl.plugins.rewards.judge import LocalJudge
     from reasonrl.plugins.rewards.judge.sandbox_fusion import SandboxFusionJudge
 
-    limits = JudgeLimits(time_s=settings.time_limit_s, memory_mb=settings.memory_limit_mb, max_processes=settings.max_processes, float_tolerance=settings.float_tolerance)
+    limits = JudgeLimits(
+        time_s=settings.time_limit_s,
+        memory_mb=settings.memory_limit_mb,
+        max_processes=settings.max_processes,
+        float_tolerance=settings.float_tolerance,
+    )
     if settings.judge_backend == "sandbox_fusion":
         return SandboxFusionJudge(settings.sandbox_fusion_url, limits)
     workers = settings.judge_workers or max(1, (os.cpu_count() or 1) // max(1, reward_workers))
@@ -86,16 +108,31 @@ async def score_code(judge, problem: Problem, calibration: TestDifficulty | None
         return Scored(float(all(passed)), all(passed), tests_passed=fraction)
     per_level = levels_passed(passed, calibration)
     consecutive = next((g for g, ok in enumerate(per_level) if not ok), len(per_level))
-    return Scored(reward(passed, calibration, scheme), all(passed), tests_passed=fraction, levels_passed=consecutive,
-                  level_pass="".join("1" if ok else "0" for ok in per_level))
+    return Scored(
+        reward(passed, calibration, scheme),
+        all(passed),
+        tests_passed=fraction,
+        levels_passed=consecutive,
+        level_pass="".join("1" if ok else "0" for ok in per_level),
+    )
 
 
-def incomplete_flags(settings: RewardsConfig, response_ids: list[int], max_response_length: int | None, judge_error: bool,
-                     stop_ids: frozenset[int] = frozenset()) -> dict[str, float]:
+def incomplete_flags(
+    settings: RewardsConfig,
+    response_ids: list[int],
+    max_response_length: int | None,
+    judge_error: bool,
+    stop_ids: frozenset[int] = frozenset(),
+) -> dict[str, float]:
     truncated = max_response_length is not None and is_truncated(response_ids, max_response_length, stop_ids)
     repetitive = truncated and is_repetitive(response_ids, settings.repetition_window, settings.repetition_min_repeats)
     incomplete = is_incomplete(judge_error, truncated, repetitive)
-    return {"truncated": float(truncated), "repetitive": float(repetitive), "incomplete": float(incomplete), "judge_error": float(judge_error)}
+    return {
+        "truncated": float(truncated),
+        "repetitive": float(repetitive),
+        "incomplete": float(incomplete),
+        "judge_error": float(judge_error),
+    }
 
 
 def thinking_format(response: str, mode: str | None) -> float | None:
@@ -104,7 +141,9 @@ def thinking_format(response: str, mode: str | None) -> float | None:
     return None if mode is None else float(format_ok(response, mode))
 
 
-def combine(task: Scored, format_score: float | None, flags: dict[str, float], settings: RewardsConfig) -> dict[str, Any]:
+def combine(
+    task: Scored, format_score: float | None, flags: dict[str, float], settings: RewardsConfig
+) -> dict[str, Any]:
     score = task.task_score + (settings.thinking_format_weight * format_score if format_score is not None else 0.0)
     extra = {
         "score": score,
@@ -128,4 +167,14 @@ def math_scored(response: str, ground_truth: Any) -> Scored:
     return Scored(outcome.score, outcome.score >= 1.0, math_status=outcome.status)
 
 
-__all__ = ["EXTRA_KEYS", "Scored", "code_spec", "combine", "incomplete_flags", "make_judge", "math_scored", "score_code", "thinking_format"]
+__all__ = [
+    "EXTRA_KEYS",
+    "Scored",
+    "code_spec",
+    "combine",
+    "incomplete_flags",
+    "make_judge",
+    "math_scored",
+    "score_code",
+    "thinking_format",
+]

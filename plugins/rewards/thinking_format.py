@@ -48,7 +48,12 @@ def format_ok(response: str, mode: str) -> bool:
     if not match:
         return False
     thinking, answer = match["thinking"], match["answer"]
-    return bool(thinking.strip()) and bool(answer.strip()) and "<think>" not in thinking + answer and "</think>" not in answer
+    return (
+        bool(thinking.strip())
+        and bool(answer.strip())
+        and "<think>" not in thinking + answer
+        and "</think>" not in answer
+    )
 
 
 def with_thinking_prompt(messages: list[dict], thinking: bool | str) -> list[dict]:
@@ -61,7 +66,9 @@ def with_thinking_prompt(messages: list[dict], thinking: bool | str) -> list[dic
     toggle = THINKING_ON if thinking else THINKING_OFF
     rest = [dict(m) for m in messages]
     if rest and rest[0].get("role") == "system":
-        kept = re.sub(r"detailed thinking (on|off)\s*", "", str(rest[0].get("content", "")), flags=re.IGNORECASE).strip()
+        kept = re.sub(
+            r"detailed thinking (on|off)\s*", "", str(rest[0].get("content", "")), flags=re.IGNORECASE
+        ).strip()
         rest[0]["content"] = toggle + ("\n" + kept if kept else "")
         return rest
     return [{"role": "system", "content": toggle}, *rest]

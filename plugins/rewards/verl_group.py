@@ -32,15 +32,22 @@ def _items(value) -> list:
 
 
 def _extra_infos(fields) -> list[dict]:
-    return [(e or {}).get("reward_extra_info", {}) if isinstance(e, dict) else {} for e in _items(fields["extra_fields"])]
+    return [
+        (e or {}).get("reward_extra_info", {}) if isinstance(e, dict) else {} for e in _items(fields["extra_fields"])
+    ]
 
 
 def reward_counts(extra: list[dict]) -> dict[str, float]:
     """The step's counters over its responses' ``reward_extra_info``."""
+
     def total(key: str) -> float:
         return float(sum(float(e.get(key, 0.0) or 0.0) > 0 for e in extra))
 
-    return {"reward/math_timeouts": total("math_timeout"), "reward/math_failures": total("math_failed"), "reward/judge_errors": total("judge_error")}
+    return {
+        "reward/math_timeouts": total("math_timeout"),
+        "reward/math_failures": total("math_failed"),
+        "reward/judge_errors": total("judge_error"),
+    }
 
 
 def apply_group_step(fields, settings: RewardsConfig, step: int):
@@ -56,8 +63,16 @@ def apply_group_step(fields, settings: RewardsConfig, step: int):
     lengths = [int(m.sum()) for m in response_mask]
     correct = [float(e.get("acc", 0.0)) >= 1.0 for e in extra]
     incomplete = [float(e.get("incomplete", 0.0)) > 0 for e in extra]
-    bonus, masked = group_adjustments(uids, lengths, correct, incomplete, step, settings.length_penalty_weight,
-                                      settings.length_penalty_warmup_steps, settings.mask_incomplete)
+    bonus, masked = group_adjustments(
+        uids,
+        lengths,
+        correct,
+        incomplete,
+        step,
+        settings.length_penalty_weight,
+        settings.length_penalty_warmup_steps,
+        settings.mask_incomplete,
+    )
     for i in range(len(uids)):
         if bonus[i]:
             last = int(torch.nonzero(response_mask[i]).max()) if lengths[i] else rm_scores[i].numel() - 1
@@ -66,7 +81,10 @@ def apply_group_step(fields, settings: RewardsConfig, step: int):
             response_mask[i].zero_()
             loss_mask[i].zero_()
     nested = lambda tensors: torch.nested.as_nested_tensor(tensors, layout=torch.jagged)  # noqa: E731
-    out = TensorDict({"rm_scores": nested(rm_scores), "response_mask": nested(response_mask), "loss_mask": nested(loss_mask)}, batch_size=len(uids))
+    out = TensorDict(
+        {"rm_scores": nested(rm_scores), "response_mask": nested(response_mask), "loss_mask": nested(loss_mask)},
+        batch_size=len(uids),
+    )
     metrics = {
         "reasonrl/incomplete_mask_skipped": float(settings.mask_incomplete and bool(incomplete) and all(incomplete)),
         "reasonrl/incomplete": float(sum(incomplete)),
@@ -107,7 +125,9 @@ def build(config):
     return GroupStep(settings_from(config))
 
 
-def masked_grpo_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray, config=None, **_unused):
+def masked_grpo_advantage(
+    token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray, config=None, **_unused
+):
     """verl's GRPO outcome advantage over the responses that have any unmasked token; 0 for the rest."""
     from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
@@ -117,7 +137,9 @@ def masked_grpo_advantage(token_level_rewards: torch.Tensor, response_mask: torc
     returns = torch.zeros_like(token_level_rewards)
     if keep.any():
         kept_index = np.asarray(index, dtype=object)[keep.numpy()]
-        adv, ret = compute_grpo_outcome_advantage(token_level_rewards[keep], response_mask[keep], kept_index, norm_adv_by_std_in_grpo=norm_by_std)
+        adv, ret = compute_grpo_outcome_advantage(
+            token_level_rewards[keep], response_mask[keep], kept_index, norm_adv_by_std_in_grpo=norm_by_std
+        )
         advantages[keep], returns[keep] = adv, ret
     return advantages, returns
 

@@ -20,9 +20,9 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
+from reasonrl.config import config_value
 from reasonrl.plugins.rewards import scoring
 from reasonrl.plugins.rewards.config import settings_from
-from reasonrl.config import config_value
 from reasonrl.plugins.rewards.math_verifier import configure as configure_math_verifier
 from reasonrl.plugins.rewards.thinking_format import thinking_mode_in_text
 
@@ -39,7 +39,9 @@ class ReasonrlRewardManager(RewardManagerBase):
         # verl hands every manager a score function (its data_source dispatch when none is
         # configured); only a configured reward.custom_reward_function replaces ours.
         self.custom_score = compute_score if config_value(config, "reward.custom_reward_function.path") else None
-        self.max_response_length = config_value(config, "actor_rollout_ref.rollout.response_length") or config_value(config, "data.max_response_length")
+        self.max_response_length = config_value(config, "actor_rollout_ref.rollout.response_length") or config_value(
+            config, "data.max_response_length"
+        )
         self.reward_workers = int(config_value(config, "reward.num_workers", 1) or 1)
         # this process's math verifier (what reasonrl.api.math_reward uses too); workers start lazily
         configure_math_verifier(self.settings.verifier_settings(self.reward_workers))
@@ -75,13 +77,16 @@ class ReasonrlRewardManager(RewardManagerBase):
         setting = extra_info.get("thinking")
         if setting is not None:
             return "on" if setting in (True, "on") else "off"
-        prompt = self.tokenizer.decode(item.batch["prompts"][item.batch["attention_mask"][: item.batch["prompts"].shape[-1]].bool()], skip_special_tokens=False)
+        prompt = self.tokenizer.decode(
+            item.batch["prompts"][item.batch["attention_mask"][: item.batch["prompts"].shape[-1]].bool()],
+            skip_special_tokens=False,
+        )
         return thinking_mode_in_text(prompt)
 
     async def run_single(self, data: DataProto) -> dict[str, Any]:
         item = data[-1:][0]  # the last turn, as verl's naive manager
         response_ids = item.batch["responses"]
-        valid_length = int(item.batch["attention_mask"][-response_ids.shape[-1]:].sum())
+        valid_length = int(item.batch["attention_mask"][-response_ids.shape[-1] :].sum())
         ids = response_ids[:valid_length].tolist()
         response = await self.loop.run_in_executor(None, lambda: self.tokenizer.decode(ids, skip_special_tokens=True))
         extra_info = dict(item.non_tensor_batch.get("extra_info", None) or {})

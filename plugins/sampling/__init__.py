@@ -54,17 +54,41 @@ def reasonrl_check_config(config) -> None:
         return
     select = functools.partial(config_value, config)
     if select("trainer.v1.trainer_mode") != "reasonrl_sync":
-        raise ConfigError("trainer.v1.trainer_mode", "must be 'reasonrl_sync': the sampler is that trainer's prompt source (use +reasonrl/sampling=<option>)")
-    if (select("trainer.v1.sampler.custom_sampler.path"), select("trainer.v1.sampler.custom_sampler.name")) != REPORTING_BUFFER:
-        raise ConfigError("trainer.v1.sampler.custom_sampler", f"must be {REPORTING_BUFFER}: it reports each finished group to the sampler (use +reasonrl/sampling=<option>)")
+        raise ConfigError(
+            "trainer.v1.trainer_mode",
+            "must be 'reasonrl_sync': the sampler is that trainer's prompt source (use +reasonrl/sampling=<option>)",
+        )
+    if (
+        select("trainer.v1.sampler.custom_sampler.path"),
+        select("trainer.v1.sampler.custom_sampler.name"),
+    ) != REPORTING_BUFFER:
+        raise ConfigError(
+            "trainer.v1.sampler.custom_sampler",
+            f"must be {REPORTING_BUFFER}: it reports each finished group to the sampler (use +reasonrl/sampling=<option>)",
+        )
     filtering = bool(select("algorithm.filter_groups.enable"))
     if "dynamic" in settings.samplers and not filtering:
-        raise ConfigError("algorithm.filter_groups.enable", "must be true with the 'dynamic' sampler: verl's DAPO filter evicts the no-signal groups and over-samples")
+        raise ConfigError(
+            "algorithm.filter_groups.enable",
+            "must be true with the 'dynamic' sampler: verl's DAPO filter evicts the no-signal groups and over-samples",
+        )
     if filtering and "dynamic" not in settings.samplers:
-        raise ConfigError("reasonrl.sampling.samplers", "needs 'dynamic' while algorithm.filter_groups.enable is true: without it the prompts verl's filter evicts would be lost for the epoch")
-    kwargs = {key: select(f"trainer.v1.sampler.sampler_kwargs.{key}") for key in ("filter_groups_enable", "filter_groups_metric")}
-    if bool(kwargs["filter_groups_enable"]) != filtering or (filtering and kwargs["filter_groups_metric"] != select("algorithm.filter_groups.metric")):
-        raise ConfigError("trainer.v1.sampler.sampler_kwargs", f"{kwargs} must mirror algorithm.filter_groups (verl passes a custom replay buffer no DAPO settings; /reasonrl/sampling_wiring/verl interpolates them)")
+        raise ConfigError(
+            "reasonrl.sampling.samplers",
+            "needs 'dynamic' while algorithm.filter_groups.enable is true: without it the prompts verl's filter evicts would be lost for the epoch",
+        )
+    kwargs = {
+        key: select(f"trainer.v1.sampler.sampler_kwargs.{key}")
+        for key in ("filter_groups_enable", "filter_groups_metric")
+    }
+    if bool(kwargs["filter_groups_enable"]) != filtering or (
+        filtering and kwargs["filter_groups_metric"] != select("algorithm.filter_groups.metric")
+    ):
+        raise ConfigError(
+            "trainer.v1.sampler.sampler_kwargs",
+            f"{kwargs} must mirror algorithm.filter_groups (verl passes a custom replay "
+            "buffer no DAPO settings; /reasonrl/sampling_wiring/verl interpolates them)",
+        )
 
 
 @hookimpl

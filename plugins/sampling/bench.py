@@ -36,7 +36,11 @@ def compare(prompts: int, steps: int, batch: int, responses: int, seed: int) -> 
         world = World.make(prompts, seed)
         sampler = build_sampler(names, np.arange(prompts), seed=seed, alpha=0.1)
         results[label] = run(sampler, world, steps, batch, responses, seed)
-        print(f"  {label:<16} rollouts per trained rollout {results[label].rollouts_per_trained:5.2f}   wasted {results[label].wasted_fraction:6.1%}   final skill {world.skill:5.2f}", flush=True)
+        print(
+            f"  {label:<16} rollouts per trained rollout {results[label].rollouts_per_trained:5.2f} "
+            f"  wasted {results[label].wasted_fraction:6.1%}   final skill {world.skill:5.2f}",
+            flush=True,
+        )
     return results
 
 
@@ -62,7 +66,10 @@ def overhead(pool: int, batch: int, responses: int, batches: int, seed: int) -> 
             per_batch.append((t1 - t0) + (time.perf_counter() - t2))
         ms = sorted(1e3 * t for t in per_batch)
         timings[label] = (statistics.median(ms), ms[int(0.99 * (len(ms) - 1))], 1e3 * first)
-        print(f"  {label:<30} median {timings[label][0]:6.3f} ms   p99 {timings[label][1]:6.3f} ms   epoch fill {timings[label][2]:6.1f} ms", flush=True)
+        print(
+            f"  {label:<30} median {timings[label][0]:6.3f} ms   p99 {timings[label][1]:6.3f} ms   epoch fill {timings[label][2]:6.1f} ms",
+            flush=True,
+        )
     return timings
 
 
@@ -74,7 +81,14 @@ def plot_gaussian_run(out: Path, prompts: int, steps: int, batch: int, responses
 
     world = World.make(prompts, seed)
     pass_rates = world.estimated_pass_rates(8, np.random.default_rng(seed + 1))
-    sampler = build_sampler(["gaussian_curriculum", "easy_pool", "dynamic"], np.arange(prompts), pass_rates=pass_rates, seed=seed, pace_steps=steps, bins=8)
+    sampler = build_sampler(
+        ["gaussian_curriculum", "easy_pool", "dynamic"],
+        np.arange(prompts),
+        pass_rates=pass_rates,
+        seed=seed,
+        pace_steps=steps,
+        bins=8,
+    )
     history = run(sampler, world, steps, batch, responses, seed).history
     x = np.arange(1, steps + 1)
     fig, (pools, rates) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
@@ -83,9 +97,16 @@ def plot_gaussian_run(out: Path, prompts: int, steps: int, batch: int, responses
     pools.plot(x, [h["easy_pool_size"] for h in history], label="easy pool")
     pools.set_ylabel("prompts")
     pools.legend(loc="center right")
-    pools.set_title(f"simulated run: Gaussian curriculum + easy pool (α=0.1) + dynamic sampling\n{prompts} prompts, batch {batch} prompts × {responses} responses", fontsize=10)
-    rates.plot(x, [h["curriculum_centre"] for h in history], label="curriculum centre (target pass rate)", color="black")
-    rates.plot(x, [h["drawn_precomputed_pass_rate_mean"] for h in history], label="pre-computed pass rate of drawn prompts")
+    pools.set_title(
+        f"simulated run: Gaussian curriculum + easy pool (α=0.1) + dynamic sampling\n{prompts} prompts, batch {batch} prompts × {responses} responses",
+        fontsize=10,
+    )
+    rates.plot(
+        x, [h["curriculum_centre"] for h in history], label="curriculum centre (target pass rate)", color="black"
+    )
+    rates.plot(
+        x, [h["drawn_precomputed_pass_rate_mean"] for h in history], label="pre-computed pass rate of drawn prompts"
+    )
     rates.plot(x, [h["drawn_pass_rate_mean"] for h in history], label="observed pass rate of drawn prompts", alpha=0.7)
     rates.plot(x, [h["filtered_group_frac"] for h in history], label="no-signal groups (filtered)", alpha=0.7)
     rates.set_xlabel("training step")
@@ -110,13 +131,22 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    print(f"simulated run: {args.prompts} prompts, {args.steps} steps × {args.batch} prompts × {args.responses} responses (verl's sync DAPO loop)")
+    print(
+        f"simulated run: {args.prompts} prompts, {args.steps} steps × {args.batch} prompts × {args.responses} responses (verl's sync DAPO loop)"
+    )
     compare(args.prompts, args.steps, args.batch, args.responses, args.seed)
-    print(f"sampler time per {512}-prompt batch (sample + update of {args.responses} scores each), {args.pool:,}-prompt pool:")
+    print(
+        f"sampler time per {512}-prompt batch (sample + update of {args.responses} scores each), {args.pool:,}-prompt pool:"
+    )
     overhead(args.pool, 512, args.responses, args.overhead_batches, args.seed)
     if args.plot:
         print(f"plot: {plot_gaussian_run(args.plot, args.prompts, args.steps, args.batch, args.responses, args.seed)}")
     return 0
 
 
-BENCHMARK = CliCommand(name="sampling", help="simulated dynamic sampling vs + easy pool vs + prioritized, and the sampler's time per batch", configure=_configure, run=_run)
+BENCHMARK = CliCommand(
+    name="sampling",
+    help="simulated dynamic sampling vs + easy pool vs + prioritized, and the sampler's time per batch",
+    configure=_configure,
+    run=_run,
+)

@@ -15,7 +15,14 @@ from reasonrl.config import ConfigError, group_settings, knob
 from reasonrl.contracts import ConfigGroup
 
 #: stage of each sampler name: the configured order must not go backwards
-STAGES = {"difficulty_filter": 0, "curriculum": 1, "prioritized": 1, "gaussian_curriculum": 1, "easy_pool": 2, "dynamic": 3}
+STAGES = {
+    "difficulty_filter": 0,
+    "curriculum": 1,
+    "prioritized": 1,
+    "gaussian_curriculum": 1,
+    "easy_pool": 2,
+    "dynamic": 3,
+}
 SELECTORS = ("curriculum", "prioritized", "gaussian_curriculum")
 NEEDS_PASS_RATES = ("difficulty_filter", "gaussian_curriculum")
 KEY = "reasonrl.sampling"
@@ -28,27 +35,60 @@ class SamplingConfig:
     samplers: list = knob([], help=f"stages in order, from {list(STAGES)} (empty: plugin off)")
     seed: int = knob(0, help="seed of the sampler's own random generator (checkpointed with its state)")
     # dynamic sampling with replacement (DAPO, LongCat)
-    max_requeues: int = knob(4, help="times per epoch a filtered prompt goes back to the pool before it counts as consumed", low=0)
+    max_requeues: int = knob(
+        4, help="times per epoch a filtered prompt goes back to the pool before it counts as consumed", low=0
+    )
     # easy-data pool (MiMo §3.3.2)
-    alpha: float = knob(0.1, help="probability that a drawn prompt comes from the easy pool (MiMo: 0.1)", low=0.0, high=1.0)
+    alpha: float = knob(
+        0.1, help="probability that a drawn prompt comes from the easy pool (MiMo: 0.1)", low=0.0, high=1.0
+    )
     # curricula (Kimi; Llama-Nemotron §5.1)
-    pace_steps: Optional[int] = knob(None, help="batches over which a curriculum goes from easy to hard (verl: default trainer.total_training_steps)", low=1)
-    start_fraction: float = knob(0.25, help="curriculum: easiest share of the pool drawable at step 0", low=0.0, high=1.0, low_open=True)
+    pace_steps: Optional[int] = knob(
+        None,
+        help="batches over which a curriculum goes from easy to hard (verl: default trainer.total_training_steps)",
+        low=1,
+    )
+    start_fraction: float = knob(
+        0.25, help="curriculum: easiest share of the pool drawable at step 0", low=0.0, high=1.0, low_open=True
+    )
     bins: int = knob(10, help="Gaussian curriculum: equal-width pass-rate bins on [0, 1]", low=1)
-    centre_start: float = knob(1.0, help="Gaussian curriculum: pass rate the target is centred on at step 0 (easy)", low=0.0, high=1.0)
+    centre_start: float = knob(
+        1.0, help="Gaussian curriculum: pass rate the target is centred on at step 0 (easy)", low=0.0, high=1.0
+    )
     centre_end: float = knob(0.0, help="Gaussian curriculum: centre after pace_steps batches (hard)", low=0.0, high=1.0)
-    width: float = knob(0.15, help="Gaussian curriculum: standard deviation of the target, in pass rate", low=0.0, low_open=True)
+    width: float = knob(
+        0.15, help="Gaussian curriculum: standard deviation of the target, in pass rate", low=0.0, low_open=True
+    )
     # prioritized (Kimi)
-    unseen_success: float = knob(0.0, help="prioritized: success rate assumed for a prompt never rolled out", low=0.0, high=1.0)
-    smoothing: float = knob(1.0, help="prioritized: pseudo-responses of unseen_success added to each prompt's record", low=0.0)
-    min_priority: float = knob(0.0, help="prioritized: floor of 1 - s_i (0: solved prompts are never drawn)", low=0.0, high=1.0)
+    unseen_success: float = knob(
+        0.0, help="prioritized: success rate assumed for a prompt never rolled out", low=0.0, high=1.0
+    )
+    smoothing: float = knob(
+        1.0, help="prioritized: pseudo-responses of unseen_success added to each prompt's record", low=0.0
+    )
+    min_priority: float = knob(
+        0.0, help="prioritized: floor of 1 - s_i (0: solved prompts are never drawn)", low=0.0, high=1.0
+    )
     # offline difficulty filter
-    filter_threshold: float = knob(0.75, help="drop prompts whose pre-computed pass rate is >= this (Nemotron 0.75 of 8; MiMo > 0.9 of 16)", low=0.0, high=1.0)
-    filter_inclusive: bool = knob(True, help="drop pass rate == filter_threshold too (false: only above, as MiMo's '> 0.9')")
+    filter_threshold: float = knob(
+        0.75,
+        help="drop prompts whose pre-computed pass rate is >= this (Nemotron 0.75 of 8; MiMo > 0.9 of 16)",
+        low=0.0,
+        high=1.0,
+    )
+    filter_inclusive: bool = knob(
+        True, help="drop pass rate == filter_threshold too (false: only above, as MiMo's '> 0.9')"
+    )
     # verl adapter
-    pass_rate_column: str = knob("pass_rate", help="verl: dataset column (or extra_info key) with each prompt's pre-computed pass rate")
-    difficulty_column: Optional[str] = knob(None, help="verl: curriculum by this label column (higher = harder) instead of pass rate")
-    score_key: str = knob("acc", help="verl: reward_extra_info key with each response's score in [0, 1] ('reward': the summed rm_scores)")
+    pass_rate_column: str = knob(
+        "pass_rate", help="verl: dataset column (or extra_info key) with each prompt's pre-computed pass rate"
+    )
+    difficulty_column: Optional[str] = knob(
+        None, help="verl: curriculum by this label column (higher = harder) instead of pass rate"
+    )
+    score_key: str = knob(
+        "acc", help="verl: reward_extra_info key with each response's score in [0, 1] ('reward': the summed rm_scores)"
+    )
 
     def check(self) -> None:
         names = list(self.samplers)
@@ -63,14 +103,21 @@ class SamplingConfig:
         ranks = [STAGES[name] for name in names]
         if ranks != sorted(ranks):
             expected = sorted(names, key=STAGES.get)
-            raise ConfigError(f"{KEY}.samplers", f"{names} is out of order: stages run pool filter → selector → easy_pool → dynamic, i.e. {expected}")
+            raise ConfigError(
+                f"{KEY}.samplers",
+                f"{names} is out of order: stages run pool filter → selector → easy_pool → dynamic, i.e. {expected}",
+            )
 
     @property
     def selector(self) -> str:
         return next((name for name in self.samplers if name in SELECTORS), "uniform")
 
 
-SAMPLING_GROUP = ConfigGroup("sampling", SamplingConfig, "dynamic sampling with replacement, easy pool, curriculum, prioritized, Gaussian curriculum, difficulty filter")
+SAMPLING_GROUP = ConfigGroup(
+    "sampling",
+    SamplingConfig,
+    "dynamic sampling with replacement, easy pool, curriculum, prioritized, Gaussian curriculum, difficulty filter",
+)
 
 
 def settings_from(config) -> SamplingConfig:

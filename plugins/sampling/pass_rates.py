@@ -26,11 +26,15 @@ def passed(score: Any, success_at: float) -> bool:
     if isinstance(score, bool):
         return score
     if isinstance(score, (list, tuple)):
-        return bool(score) and all(passed(item, success_at) if not isinstance(item, str) else item == "passed" for item in score)
+        return bool(score) and all(
+            passed(item, success_at) if not isinstance(item, str) else item == "passed" for item in score
+        )
     return float(score) >= success_at
 
 
-def tally(records: Iterable[Mapping[str, Any]], key_field: str, score_field: str, success_at: float = 1.0) -> dict[Any, tuple[int, int]]:
+def tally(
+    records: Iterable[Mapping[str, Any]], key_field: str, score_field: str, success_at: float = 1.0
+) -> dict[Any, tuple[int, int]]:
     """prompt key → (responses passed, responses logged)."""
     counts: dict[Any, list[int]] = defaultdict(lambda: [0, 0])
     for number, record in enumerate(records, 1):
@@ -44,7 +48,9 @@ def tally(records: Iterable[Mapping[str, Any]], key_field: str, score_field: str
     return {key: (hits, total) for key, (hits, total) in counts.items()}
 
 
-def pass_rate_column(dataset_keys: list, counts: Mapping[Any, tuple[int, int]], min_samples: int = 1, missing: float | None = None) -> list[float]:
+def pass_rate_column(
+    dataset_keys: list, counts: Mapping[Any, tuple[int, int]], min_samples: int = 1, missing: float | None = None
+) -> list[float]:
     """One pass rate per dataset row. A row with fewer than ``min_samples`` logged responses gets
     ``missing``; ``missing=None`` makes that an error (listing a few such rows)."""
     column, short = [], []
@@ -56,5 +62,8 @@ def pass_rate_column(dataset_keys: list, counts: Mapping[Any, tuple[int, int]], 
         else:
             column.append(hits / total)
     if short and missing is None:
-        raise ValueError(f"{len(short)} of {len(dataset_keys)} rows have fewer than {min_samples} logged responses, e.g. (row, key, responses) {short[:3]}; pass --missing <value> to fill them")
+        raise ValueError(
+            f"{len(short)} of {len(dataset_keys)} rows have fewer than {min_samples} logged "
+            f"responses, e.g. (row, key, responses) {short[:3]}; pass --missing <value> to fill them"
+        )
     return column

@@ -34,7 +34,7 @@ class IndexedSet:
             positions = np.unique(positions)
         positions = positions[self._where[positions] < 0]
         end = self._size + len(positions)
-        self._items[self._size:end] = positions
+        self._items[self._size : end] = positions
         self._where[positions] = np.arange(self._size, end)
         self._size = end
 
@@ -93,7 +93,7 @@ class SumTree:
         return float(self._tree[1])
 
     def weights(self) -> np.ndarray:
-        return self._tree[self._leaves:self._leaves + self.size].copy()
+        return self._tree[self._leaves : self._leaves + self.size].copy()
 
     def set(self, positions: np.ndarray, weights: np.ndarray) -> None:
         nodes = np.asarray(positions, dtype=np.int64) + self._leaves
@@ -106,11 +106,13 @@ class SumTree:
 
     def set_all(self, weights: np.ndarray) -> None:
         self._tree[:] = 0.0
-        self._tree[self._leaves:self._leaves + self.size] = weights
+        self._tree[self._leaves : self._leaves + self.size] = weights
         level = self._leaves
         while level > 1:
             level //= 2
-            self._tree[level:2 * level] = self._tree[2 * level:4 * level:2] + self._tree[2 * level + 1:4 * level:2]
+            self._tree[level : 2 * level] = (
+                self._tree[2 * level : 4 * level : 2] + self._tree[2 * level + 1 : 4 * level : 2]
+            )
 
     def draw(self, count: int, rng: np.random.Generator) -> np.ndarray:
         """``count`` independent draws (with replacement), P(i) = w_i / Σw."""

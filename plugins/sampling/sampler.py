@@ -31,10 +31,18 @@ class OutcomeRecord:
         self.last_pass_rate = np.full(size, np.nan)
 
     def state_dict(self) -> dict:
-        return {"attempts": self.attempts.copy(), "successes": self.successes.copy(), "last_pass_rate": self.last_pass_rate.copy()}
+        return {
+            "attempts": self.attempts.copy(),
+            "successes": self.successes.copy(),
+            "last_pass_rate": self.last_pass_rate.copy(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
-        self.attempts[:], self.successes[:], self.last_pass_rate[:] = state["attempts"], state["successes"], state["last_pass_rate"]
+        self.attempts[:], self.successes[:], self.last_pass_rate[:] = (
+            state["attempts"],
+            state["successes"],
+            state["last_pass_rate"],
+        )
 
 
 class PromptSampler:
@@ -55,7 +63,10 @@ class PromptSampler:
         names = list(settings.samplers)
         for name in NEEDS_PASS_RATES + (("curriculum",) if self.difficulty is None else ()):
             if name in names and self.pass_rates is None:
-                raise ConfigError(f"{KEY}.samplers", f"{name!r} needs a pre-computed pass rate per prompt (pass_rates=..., or the dataset column reasonrl.sampling.pass_rate_column)")
+                raise ConfigError(
+                    f"{KEY}.samplers",
+                    f"{name!r} needs a pre-computed pass rate per prompt (pass_rates=..., or the dataset column reasonrl.sampling.pass_rate_column)",
+                )
         if settings.selector in ("curriculum", "gaussian_curriculum") and settings.pace_steps is None:
             raise ConfigError(f"{KEY}.pace_steps", f"is required by {settings.selector!r}: batches from easy to hard")
         self.rng = np.random.default_rng(settings.seed)
@@ -64,10 +75,17 @@ class PromptSampler:
 
         self.kept = np.ones(len(ids), dtype=bool)  # survives the offline difficulty filter
         if "difficulty_filter" in names:
-            too_easy = self.pass_rates > settings.filter_threshold if not settings.filter_inclusive else self.pass_rates >= settings.filter_threshold
+            too_easy = (
+                self.pass_rates > settings.filter_threshold
+                if not settings.filter_inclusive
+                else self.pass_rates >= settings.filter_threshold
+            )
             self.kept = ~too_easy
             if not self.kept.any():
-                raise ConfigError(f"{KEY}.filter_threshold", f"= {settings.filter_threshold} drops every one of the {len(ids)} prompts: the pool is empty")
+                raise ConfigError(
+                    f"{KEY}.filter_threshold",
+                    f"= {settings.filter_threshold} drops every one of the {len(ids)} prompts: the pool is empty",
+                )
         self.selector = self._build_selector()
         self.easy = IndexedSet(len(ids))
         self.requeues = np.zeros(len(ids), dtype=np.int32)
@@ -82,7 +100,9 @@ class PromptSampler:
         if isinstance(values, Mapping):
             missing = [key for key in self.ids.tolist() if key not in values]
             if missing:
-                raise ConfigError(name, f"has no value for {len(missing)} of {len(self.ids)} prompts (e.g. {missing[:3]})")
+                raise ConfigError(
+                    name, f"has no value for {len(missing)} of {len(self.ids)} prompts (e.g. {missing[:3]})"
+                )
             values = [values[key] for key in self.ids.tolist()]
         array = np.asarray(values, dtype=np.float64)
         if array.shape != self.ids.shape:
@@ -101,7 +121,9 @@ class PromptSampler:
         if s.selector == "prioritized":
             return Prioritized(self.kept, self.rng, self.stats, s.unseen_success, s.smoothing, s.min_priority)
         if s.selector == "gaussian_curriculum":
-            return GaussianCurriculum(self.kept, self.rng, self.pass_rates, s.bins, s.centre_start, s.centre_end, s.width, s.pace_steps)
+            return GaussianCurriculum(
+                self.kept, self.rng, self.pass_rates, s.bins, s.centre_start, s.centre_end, s.width, s.pace_steps
+            )
         return UniformEpochs(self.kept, self.rng)
 
     # ---------------------------------------------------------------- ids <-> positions
@@ -139,7 +161,9 @@ class PromptSampler:
             if not len(self.easy):
                 raise
             normal = self.easy.sample(batch_size - from_easy, self.rng)  # only solved prompts left
-            normal = self.rng.choice(normal, size=batch_size - from_easy) if len(normal) < batch_size - from_easy else normal
+            normal = (
+                self.rng.choice(normal, size=batch_size - from_easy) if len(normal) < batch_size - from_easy else normal
+            )
         easy = self.easy.sample(from_easy, self.rng)
         drawn = np.concatenate([normal, easy])
         if from_easy:
@@ -221,7 +245,16 @@ class PromptSampler:
 
     @staticmethod
     def _empty_step() -> dict:
-        keys = ("drawn", "from_easy", "groups", "no_signal", "requeued", "consumed_unused", "moved_to_easy", "moved_back")
+        keys = (
+            "drawn",
+            "from_easy",
+            "groups",
+            "no_signal",
+            "requeued",
+            "consumed_unused",
+            "moved_to_easy",
+            "moved_back",
+        )
         return {**dict.fromkeys(keys, 0), "pass_rate_sum": 0.0, "prior_pass_rate_sum": 0.0}
 
     def metrics(self, prefix: str = "sampling/") -> dict[str, float]:
@@ -272,7 +305,9 @@ class PromptSampler:
             raise ValueError(f"sampler state is for {state['num_prompts']} prompts, this pool has {len(self.ids)}")
         saved = state["settings"]
         if list(saved["samplers"]) != list(self.settings.samplers):
-            raise ValueError(f"sampler state is for samplers {list(saved['samplers'])}, this run has {list(self.settings.samplers)}")
+            raise ValueError(
+                f"sampler state is for samplers {list(saved['samplers'])}, this run has {list(self.settings.samplers)}"
+            )
         self.rng.bit_generator.state = state["rng"]
         self.batches = int(state["batches"])
         self.stats.load_state_dict(state["stats"])
@@ -283,7 +318,9 @@ class PromptSampler:
         self._step = {key: type(value)(state["step"][key]) for key, value in self._empty_step().items()}
 
 
-def build_sampler(name, prompt_ids: Sequence[Hashable], *, pass_rates=None, difficulty=None, **options) -> PromptSampler:
+def build_sampler(
+    name, prompt_ids: Sequence[Hashable], *, pass_rates=None, difficulty=None, **options
+) -> PromptSampler:
     """``name``: one sampler name or a list (pipeline order, see ``SamplingConfig``); ``options``:
     the ``reasonrl.sampling`` knobs (``seed``, ``alpha``, ``pace_steps``, ...); ``pass_rates`` /
     ``difficulty``: per prompt, as a mapping id → value or a sequence aligned with ``prompt_ids``."""

@@ -127,7 +127,12 @@ class UniformEpochs(Selector):
             self.carried.discard(positions)
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "left": self.left.state_dict(), "carried": self.carried.state_dict(), "drawn_epoch": self.drawn_epoch.copy()}
+        return {
+            **super().state_dict(),
+            "left": self.left.state_dict(),
+            "carried": self.carried.state_dict(),
+            "drawn_epoch": self.drawn_epoch.copy(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
@@ -168,7 +173,7 @@ class Curriculum(UniformEpochs):
     def begin_batch(self, batch_index: int) -> None:
         window = self._window_at(batch_index)
         if window > self.window:
-            newly = self.order[self.window:window]
+            newly = self.order[self.window : window]
             newly = newly[self.active[newly]]
             self.window = window
             self.left.add(newly)  # joins the current epoch
@@ -199,7 +204,9 @@ class Prioritized(Selector):
     def success_rate(self, attempts: np.ndarray, successes: np.ndarray) -> np.ndarray:
         prior = self.smoothing * self.unseen_success
         denominator = attempts + self.smoothing
-        return np.where(denominator > 0, (successes + prior) / np.where(denominator > 0, denominator, 1), self.unseen_success)
+        return np.where(
+            denominator > 0, (successes + prior) / np.where(denominator > 0, denominator, 1), self.unseen_success
+        )
 
     def priority(self, positions: np.ndarray) -> np.ndarray:
         rate = self.success_rate(self.stats.attempts[positions], self.stats.successes[positions])
@@ -213,7 +220,6 @@ class Prioritized(Selector):
     def observe(self, positions: np.ndarray) -> None:
         self.tree.set(positions, self.priority(positions))
 
-
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)  # the sampler restores its outcome record first
         self._refresh_all()
@@ -225,7 +231,17 @@ class GaussianCurriculum(Selector):
     (hard) over ``pace_steps`` batches; a bin short of its target gives way to the largest
     remaining bins; the batch is shuffled. Each prompt once per epoch, like uniform epochs."""
 
-    def __init__(self, active, rng, pass_rates: np.ndarray, bins: int, centre_start: float, centre_end: float, width: float, pace_steps: int):
+    def __init__(
+        self,
+        active,
+        rng,
+        pass_rates: np.ndarray,
+        bins: int,
+        centre_start: float,
+        centre_end: float,
+        width: float,
+        pace_steps: int,
+    ):
         super().__init__(active, rng)
         self.bin_of = np.minimum((pass_rates * bins).astype(np.int64), bins - 1)
         self.bin_centres = (np.arange(bins) + 0.5) / bins

@@ -23,7 +23,13 @@ class World:
     def make(cls, prompts: int, seed: int, skill: float = 0.0, learning_rate: float = 2e-4) -> "World":
         rng = np.random.default_rng(seed)
         # a mix like a reasoning RL set: a solved bulk, a learnable middle and a hard tail
-        difficulty = np.concatenate([rng.normal(-3.0, 1.0, prompts * 4 // 10), rng.normal(0.5, 1.2, prompts * 4 // 10), rng.normal(4.0, 1.0, prompts - 2 * (prompts * 4 // 10))])
+        difficulty = np.concatenate(
+            [
+                rng.normal(-3.0, 1.0, prompts * 4 // 10),
+                rng.normal(0.5, 1.2, prompts * 4 // 10),
+                rng.normal(4.0, 1.0, prompts - 2 * (prompts * 4 // 10)),
+            ]
+        )
         return cls(rng.permutation(difficulty), skill, learning_rate)
 
     def pass_probability(self, prompts: np.ndarray) -> np.ndarray:
@@ -50,7 +56,9 @@ class RunStats:
         return 1.0 - self.trained_rollouts / max(1, self.rollouts)
 
 
-def run(sampler, world: World, steps: int, batch_size: int, responses: int, seed: int, max_rounds: int = 50) -> RunStats:
+def run(
+    sampler, world: World, steps: int, batch_size: int, responses: int, seed: int, max_rounds: int = 50
+) -> RunStats:
     rng = np.random.default_rng(seed)
     stats = RunStats()
     for _step in range(steps):

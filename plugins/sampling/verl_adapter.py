@@ -37,7 +37,10 @@ def response_score(reward: float, extra: dict, score_key: str) -> float:
     """A response's score in [0, 1]: ``reward_extra_info[score_key]`` or the summed reward, clipped."""
     value = reward if score_key == "reward" else extra.get(score_key)
     if value is None:
-        raise KeyError(f"{KEY}.score_key: the reward manager's reward_extra_info has no {score_key!r} (keys: {sorted(extra)}); set score_key=reward to use the reward itself")
+        raise KeyError(
+            f"{KEY}.score_key: the reward manager's reward_extra_info has no {score_key!r} "
+            f"(keys: {sorted(extra)}); set score_key=reward to use the reward itself"
+        )
     return min(1.0, max(0.0, float(value)))
 
 
@@ -52,15 +55,23 @@ class SamplingCallback:
         pass_rates = _column(dataset, s.pass_rate_column)
         difficulty = _column(dataset, s.difficulty_column) if s.difficulty_column else None
         if s.difficulty_column and difficulty is None:
-            raise ConfigError(f"{KEY}.difficulty_column", f"{s.difficulty_column!r} is not a column (or extra_info key) of every row of data.train_files")
+            raise ConfigError(
+                f"{KEY}.difficulty_column",
+                f"{s.difficulty_column!r} is not a column (or extra_info key) of every row of data.train_files",
+            )
         if s.pace_steps is None:
             s.pace_steps = int(trainer.total_training_steps)
         needs_rates = {"difficulty_filter", "gaussian_curriculum"} | ({"curriculum"} if difficulty is None else set())
         if pass_rates is None and needs_rates & set(s.samplers):
-            raise ConfigError(f"{KEY}.pass_rate_column", f"{s.pass_rate_column!r} is not a column (or extra_info key) of every row of data.train_files; `reasonrl sampling pass-rates` writes it")
+            raise ConfigError(
+                f"{KEY}.pass_rate_column",
+                f"{s.pass_rate_column!r} is not a column (or extra_info key) of every row of data.train_files; `reasonrl sampling pass-rates` writes it",
+            )
         # reasonrl.api.build_sampler itself: the facade is the product's path
         options = {key: value for key, value in dataclasses.asdict(s).items() if key != "samplers"}
-        self.sampler = build_sampler(s.samplers, np.arange(len(dataset)), pass_rates=pass_rates, difficulty=difficulty, **options)
+        self.sampler = build_sampler(
+            s.samplers, np.arange(len(dataset)), pass_rates=pass_rates, difficulty=difficulty, **options
+        )
 
     def next_prompts(self, trainer, count: int, refill: bool) -> list[int]:
         return self.sampler.sample(count, refill=refill)
@@ -70,7 +81,9 @@ class SamplingCallback:
         for group in groups:
             if group.row is None:  # not one of ours (e.g. dispatched before a restart)
                 continue
-            scores = [response_score(r, e, self.settings.score_key) for r, e in zip(group.rewards, group.reward_extra_info)]
+            scores = [
+                response_score(r, e, self.settings.score_key) for r, e in zip(group.rewards, group.reward_extra_info)
+            ]
             if group.row in results:  # the same prompt twice in flight: one record per update
                 self.sampler.update(results, trained=trained)
                 results, trained = {}, []

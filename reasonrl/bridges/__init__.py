@@ -37,7 +37,13 @@ def declared_registrations(upstream: str) -> list[tuple[str, Registration]]:
     for plugin, registrations in call_each(hook):
         for registration in registrations:
             if registration.upstream != upstream:
-                report(LoadError(plugin, hook, f"{registration.kind}:{registration.name} declares upstream {registration.upstream!r}"))
+                report(
+                    LoadError(
+                        plugin,
+                        hook,
+                        f"{registration.kind}:{registration.name} declares upstream {registration.upstream!r}",
+                    )
+                )
                 continue
             declared.append((plugin, registration))
     return declared

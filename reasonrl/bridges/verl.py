@@ -19,4 +19,6 @@ try:
 
     register_when_imported()
 except Exception as exc:  # reported like a plugin failure: reasonrl train refuses to start
-    report(LoadError("reasonrl", "verl trainer mode reasonrl_sync", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+    report(
+        LoadError("reasonrl", "verl trainer mode reasonrl_sync", f"{type(exc).__name__}: {exc}", traceback.format_exc())
+    )

@@ -44,7 +44,11 @@ class ComposedActorLoss:
         from verl.utils.config import omega_conf_to_dataclass
 
         if self._config is None:
-            self._config = omega_conf_to_dataclass(self.actor_config) if isinstance(self.actor_config, DictConfig) else self.actor_config
+            self._config = (
+                omega_conf_to_dataclass(self.actor_config)
+                if isinstance(self.actor_config, DictConfig)
+                else self.actor_config
+            )
         return self._config
 
     def __call__(self, model_output, data, dp_group=None):
@@ -60,7 +64,9 @@ class ComposedActorLoss:
                 extra, extra_metrics = term.loss(config, model_output, data, metrics)
                 clash = set(extra_metrics) & set(metrics)
                 if clash:
-                    raise RuntimeError(f"actor loss term {name!r} logs metrics verl's loss already logs: {sorted(clash)}")
+                    raise RuntimeError(
+                        f"actor loss term {name!r} logs metrics verl's loss already logs: {sorted(clash)}"
+                    )
                 loss = loss + extra
                 metrics.update(extra_metrics)
         return loss, metrics

@@ -39,7 +39,9 @@ class ReportingReplayBuffer(ReplayBuffer):
             sampler_kwargs=sampler_kwargs,
             filter_groups_metric=metric or None,
             train_batch_size=options.get("train_batch_size"),
-            gen_batch_size=1 if metric or refill_failed else options.get("gen_batch_size") or options.get("train_batch_size"),
+            gen_batch_size=1
+            if metric or refill_failed
+            else options.get("gen_batch_size") or options.get("train_batch_size"),
             max_inflight_gen_batches=int(options.get("max_inflight_gen_batches", 1)) if metric else 1,
             sync_refill_failed_groups=refill_failed,
             **kwargs,

@@ -12,11 +12,10 @@ import numpy as np
 from verl.utils import tensordict_utils as tu
 from verl.utils.dataset.rl_dataset import collate_fn
 
-from reasonrl.compat.verl import sync_trainer_base
 from reasonrl.bridges import verl_actor_loss
 from reasonrl.bridges.verl_trainer import build_callbacks, callback_state_path, single_prompt_source
+from reasonrl.compat.verl import sync_trainer_base
 from reasonrl.state_io import digest, load_state, save_state
-
 
 PPOTrainerSync = sync_trainer_base()  # version-guarded: overrides verl internals (compat.verl.SYNC_TRAINER)
 
@@ -104,6 +103,8 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
                 continue
             path = callback_state_path(self.resumed_from, name)
             if not os.path.exists(path):
-                raise FileNotFoundError(f"{path}: the checkpoint has no state for reasonrl callback {name!r}; resuming without it would silently reset it")
+                raise FileNotFoundError(
+                    f"{path}: the checkpoint has no state for reasonrl callback {name!r}; resuming without it would silently reset it"
+                )
             callback.load_state_dict(load_state(path))
             print(f"[reasonrl] {name}: state restored from {path} (sha256 {digest(callback.state_dict())})", flush=True)

@@ -54,7 +54,9 @@ def single_prompt_source(callbacks: list[tuple[str, Any]]) -> Any:
     """The one callback that chooses the prompts (``next_prompts``), or None: verl's dataloader."""
     sources = [(name, callback) for name, callback in callbacks if hasattr(callback, "next_prompts")]
     if len(sources) > 1:
-        raise RuntimeError(f"reasonrl callbacks {[name for name, _ in sources]} each want to choose the prompts: enable one")
+        raise RuntimeError(
+            f"reasonrl callbacks {[name for name, _ in sources]} each want to choose the prompts: enable one"
+        )
     return sources[0][1] if sources else None
 
 

@@ -28,4 +28,9 @@ def _run(args: argparse.Namespace) -> int:
     return int(args.run_benchmark(args) or 0)
 
 
-COMMAND = CliCommand(name="bench", help="run a plugin's benchmark and print its numbers: reasonrl bench <name>", configure=_configure, run=_run)
+COMMAND = CliCommand(
+    name="bench",
+    help="run a plugin's benchmark and print its numbers: reasonrl bench <name>",
+    configure=_configure,
+    run=_run,
+)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from reasonrl import __version__
-from reasonrl import plotting
+from reasonrl import __version__, plotting
 from reasonrl.cli import bench_command, plugins_command, smoke_command, train
 from reasonrl.contracts import CliCommand
 from reasonrl.manager import call_each
@@ -29,7 +28,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, CliCommand]]:
         if command.name in commands:
             print(f"reasonrl: command {command.name!r} is defined twice; keeping the first", file=sys.stderr)
             continue
-        sub = subparsers.add_parser(command.name, help=command.help, description=command.help, aliases=list(command.aliases))
+        sub = subparsers.add_parser(
+            command.name, help=command.help, description=command.help, aliases=list(command.aliases)
+        )
         command.configure(sub)
         for name in (command.name, *command.aliases):
             commands[name] = command

@@ -40,8 +40,8 @@ def collect_report(load_verl: bool = True) -> dict[str, Any]:
     """Everything ``reasonrl plugins`` shows, as plain data (also the ``--json`` output)."""
     from reasonrl.api import config_groups
     from reasonrl.bridges import STATUS, declared_registrations
-    from reasonrl.manager import call_each, get_plugin_manager, load_errors
     from reasonrl.compat import report_rows
+    from reasonrl.manager import call_each, get_plugin_manager, load_errors
     from reasonrl.patching import assess_patch, declared_patches, patch_reason, patch_status
 
     if load_verl:
@@ -54,7 +54,18 @@ def collect_report(load_verl: bool = True) -> dict[str, Any]:
     manager = get_plugin_manager()
     plugins: dict[str, dict[str, Any]] = {}
     for name, plugin in manager.list_name_plugin():
-        plugins[name] = {"module": getattr(plugin, "__name__", repr(plugin)), "summary": "", "reports": [], "registrations": [], "config_groups": [], "megatron_layer_specs": [], "cli_commands": [], "benchmarks": [], "trainer_callbacks": [], "patches": []}
+        plugins[name] = {
+            "module": getattr(plugin, "__name__", repr(plugin)),
+            "summary": "",
+            "reports": [],
+            "registrations": [],
+            "config_groups": [],
+            "megatron_layer_specs": [],
+            "cli_commands": [],
+            "benchmarks": [],
+            "trainer_callbacks": [],
+            "patches": [],
+        }
     for name, info in call_each("reasonrl_plugin_info"):
         plugins[name].update(summary=info.summary, reports=list(info.reports))
     for upstream in ("verl", "vllm"):
@@ -93,7 +104,18 @@ def collect_report(load_verl: bool = True) -> dict[str, Any]:
         if status == "pending":  # not tried in this process (vLLM patches run in vLLM's processes): what it would do
             status, reason = assess_patch(patch)
         patches.append(
-            {"name": patch.name, "plugin": name, "package": patch.package, "versions": patch.versions, "installed": patch.installed_version(), "status": status, "reason": reason, "trigger": patch.trigger, "changes": patch.changes, "upstream_issue": patch.upstream_issue}
+            {
+                "name": patch.name,
+                "plugin": name,
+                "package": patch.package,
+                "versions": patch.versions,
+                "installed": patch.installed_version(),
+                "status": status,
+                "reason": reason,
+                "trigger": patch.trigger,
+                "changes": patch.changes,
+                "upstream_issue": patch.upstream_issue,
+            }
         )
     return {
         "upstream": upstream_versions(),
@@ -120,21 +142,38 @@ def print_report(report: dict[str, Any]) -> None:
         if plugin["reports"]:
             print(f"      implements: {', '.join(plugin['reports'])}")
         for reg in plugin["registrations"]:
-            print(f"      {reg['upstream']:<5} {reg['kind']:<14} {reg['name']:<20} {reg['state']}" + (f" ({reg['reason']})" if reg["reason"] else ""))
-        for label, key in (("config", "config_groups"), ("megatron specs", "megatron_layer_specs"), ("commands", "cli_commands"), ("benchmarks", "benchmarks"), ("trainer callbacks", "trainer_callbacks"), ("patches", "patches")):
+            print(
+                f"      {reg['upstream']:<5} {reg['kind']:<14} {reg['name']:<20} {reg['state']}"
+                + (f" ({reg['reason']})" if reg["reason"] else "")
+            )
+        for label, key in (
+            ("config", "config_groups"),
+            ("megatron specs", "megatron_layer_specs"),
+            ("commands", "cli_commands"),
+            ("benchmarks", "benchmarks"),
+            ("trainer callbacks", "trainer_callbacks"),
+            ("patches", "patches"),
+        ):
             if plugin[key]:
                 print(f"      {label}: {', '.join(plugin[key])}")
     print(f"\nPatches ({len(report['patches'])}):")
     for patch in report["patches"]:
-        print(f"  {patch['name']}: {patch['package']}{patch['versions']} (installed {patch['installed']}) -> {patch['status']}"
-              + (f" ({patch['reason']})" if patch["reason"] and patch["status"] != "would-apply" else "") + f"; works around {patch['upstream_issue']}")
+        print(
+            f"  {patch['name']}: {patch['package']}{patch['versions']} (installed {patch['installed']}) -> {patch['status']}"
+            + (f" ({patch['reason']})" if patch["reason"] and patch["status"] != "would-apply" else "")
+            + f"; works around {patch['upstream_issue']}"
+        )
         print(f"      {patch['changes']}")
     if not report["patches"]:
         print("  none")
     rows = report["upstream_internals"]
-    print(f"\nUpstream internals reached ({len(rows)}, reasonrl/compat; outside a range a run that needs one stops at start-up):")
+    print(
+        f"\nUpstream internals reached ({len(rows)}, reasonrl/compat; outside a range a run that needs one stops at start-up):"
+    )
     for row in rows:
-        print(f"  {row['name']:<36} {row['package'] + row['versions']:<30} installed {row['installed'] or '-':<12} {row['state']}")
+        print(
+            f"  {row['name']:<36} {row['package'] + row['versions']:<30} installed {row['installed'] or '-':<12} {row['state']}"
+        )
     print(f"\nLoad errors ({len(report['errors'])}):")
     for error in report["errors"]:
         print(f"  {error['plugin']} ({error['where']}): {error['error']}")
@@ -144,7 +183,9 @@ def print_report(report: dict[str, Any]) -> None:
 
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--no-verl", action="store_true", help="do not import verl (faster; verl registrations show as 'declared')")
+    parser.add_argument(
+        "--no-verl", action="store_true", help="do not import verl (faster; verl registrations show as 'declared')"
+    )
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -78,7 +78,9 @@ def check_upstream_versions(config: Any) -> None:
     if os.environ.get(ALLOW_ENV) == "1":
         print("\n".join(f"{line} ({ALLOW_ENV}=1: going on)" for line in problems), file=sys.stderr, flush=True)
         return
-    raise UpstreamOutOfRange("\n".join(problems) + f"\nInstall versions in those ranges, or set {ALLOW_ENV}=1 to try anyway.")
+    raise UpstreamOutOfRange(
+        "\n".join(problems) + f"\nInstall versions in those ranges, or set {ALLOW_ENV}=1 to try anyway."
+    )
 
 
 def check_verl_bridge() -> None:
@@ -169,7 +171,11 @@ def run_training(config: Any) -> None:
         outcome = "interrupted (the same command resumes from the last checkpoint)"
         raise
     finally:
-        print("\n".join(summary_lines(display.record, Path(config.trainer.default_local_dir), outcome)), file=sys.stderr, flush=True)
+        print(
+            "\n".join(summary_lines(display.record, Path(config.trainer.default_local_dir), outcome)),
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _hydra_app() -> None:
@@ -250,7 +256,9 @@ def main(argv: list[str]) -> int:
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. recipe=mimo +preset=cpu_tiny; see `reasonrl train --help`")
+    parser.add_argument(
+        "overrides", nargs="*", help="Hydra overrides, e.g. recipe=mimo +preset=cpu_tiny; see `reasonrl train --help`"
+    )
 
 
 def _run(args: argparse.Namespace) -> int:  # only reached through build_parser, e.g. in tests

@@ -96,8 +96,10 @@ class Reach:
         state, installed = self.state()
         if state != "outside":
             return None
-        return (f"reasonrl: [{self.name}] {self.used_by} was written for {self.package}{self.versions}, but "
-                f"{self.package} {installed} is installed (it reaches {self.touches})")
+        return (
+            f"reasonrl: [{self.name}] {self.used_by} was written for {self.package}{self.versions}, but "
+            f"{self.package} {installed} is installed (it reaches {self.touches})"
+        )
 
     def require(self) -> None:
         """Raise :class:`~reasonrl.patching.UnsupportedUpstreamVersion` outside the range (unless
@@ -106,7 +108,9 @@ class Reach:
         if problem and os.environ.get(ALLOW_ENV) != "1":
             from reasonrl.patching import UnsupportedUpstreamVersion
 
-            raise UnsupportedUpstreamVersion(f"{problem}. Install a version in that range, or set {ALLOW_ENV}=1 to try anyway.")
+            raise UnsupportedUpstreamVersion(
+                f"{problem}. Install a version in that range, or set {ALLOW_ENV}=1 to try anyway."
+            )
 
 
 def never(config: Any) -> bool:
@@ -150,6 +154,16 @@ def report_rows() -> list[dict[str, Any]]:
     rows = []
     for reach in sorted(all_reaches(), key=lambda reach: (MODULES.index(reach.name.split(".")[0]), reach.name)):
         state, installed = reach.state()
-        rows.append({"name": reach.name, "package": reach.package, "versions": reach.versions, "installed": installed, "state": state,
-                     "touches": reach.touches, "used_by": reach.used_by, "public_hook": reach.public_hook})
+        rows.append(
+            {
+                "name": reach.name,
+                "package": reach.package,
+                "versions": reach.versions,
+                "installed": installed,
+                "state": state,
+                "touches": reach.touches,
+                "used_by": reach.used_by,
+                "public_hook": reach.public_hook,
+            }
+        )
     return rows

@@ -6,11 +6,16 @@ import argparse
 
 from reasonrl.compat import Reach, declare
 
-ARGS_PARSER = declare(Reach(
-    name="hydra.args-parser", package="hydra-core", versions=">=1.3,<1.4",
-    touches="hydra._internal.utils.get_args_parser (Hydra's own command-line grammar)",
-    used_by="reasonrl train (validates the composed config before Hydra runs)",
-    public_hook="a public parser for Hydra's command line"))
+ARGS_PARSER = declare(
+    Reach(
+        name="hydra.args-parser",
+        package="hydra-core",
+        versions=">=1.3,<1.4",
+        touches="hydra._internal.utils.get_args_parser (Hydra's own command-line grammar)",
+        used_by="reasonrl train (validates the composed config before Hydra runs)",
+        public_hook="a public parser for Hydra's command line",
+    )
+)
 
 
 def hydra_args_parser() -> argparse.ArgumentParser:

@@ -18,21 +18,31 @@ from reasonrl.compat import Reach, declare, never
 
 MEGATRON_0_16 = ">=0.16.1,<0.17"
 
-HOST_BUFFERS = declare(Reach(
-    name="megatron.host-buffers", package="megatron-core", versions=MEGATRON_0_16,
-    touches="RotaryEmbedding.get_emb replaced through a __class__ swap (frequencies built on CUDA), "
-            "parallel_state.get_global_memory_buffer().buffer[('mpu', dtype)] (local attention's score buffer)",
-    used_by="mtp plugin's megatron loss check and puzzle plugin's megatron engine check on CPU",
-    public_hook="a device argument for RotaryEmbedding and for the global memory buffer",
-    needed=never))
+HOST_BUFFERS = declare(
+    Reach(
+        name="megatron.host-buffers",
+        package="megatron-core",
+        versions=MEGATRON_0_16,
+        touches="RotaryEmbedding.get_emb replaced through a __class__ swap (frequencies built on CUDA), "
+        "parallel_state.get_global_memory_buffer().buffer[('mpu', dtype)] (local attention's score buffer)",
+        used_by="mtp plugin's megatron loss check and puzzle plugin's megatron engine check on CPU",
+        public_hook="a device argument for RotaryEmbedding and for the global memory buffer",
+        needed=never,
+    )
+)
 
-MTP_LOSS_INTERNALS = declare(Reach(
-    name="megatron.mtp-loss-internals", package="megatron-core", versions=MEGATRON_0_16,
-    touches="GPTModel.compute_language_model_loss (wrapped to record per-token losses), "
-            "MTPLossLoggingHelper.tracker['values'] (allocated on CUDA)",
-    used_by="mtp plugin's proof that megatron-core's MTP loss equals L_main + λ·mean_k L^k",
-    public_hook="per-depth MTP losses returned by GPTModel.forward, a device for the logging tracker",
-    needed=never))
+MTP_LOSS_INTERNALS = declare(
+    Reach(
+        name="megatron.mtp-loss-internals",
+        package="megatron-core",
+        versions=MEGATRON_0_16,
+        touches="GPTModel.compute_language_model_loss (wrapped to record per-token losses), "
+        "MTPLossLoggingHelper.tracker['values'] (allocated on CUDA)",
+        used_by="mtp plugin's proof that megatron-core's MTP loss equals L_main + λ·mean_k L^k",
+        public_hook="per-depth MTP losses returned by GPTModel.forward, a device for the logging tracker",
+        needed=never,
+    )
+)
 
 
 def init_single_process(seed: int = 0) -> None:

@@ -8,18 +8,28 @@ from reasonrl.compat import Reach, declare, never
 
 TRANSFORMERS_5 = ">=5.9.0,<5.20"
 
-ATTENTION_IMPLEMENTATION = declare(Reach(
-    name="transformers.attn-implementation", package="transformers", versions=TRANSFORMERS_5,
-    touches="PretrainedConfig._attn_implementation (set on configs built in memory)",
-    used_by="puzzle plugin (subblocks, parent, toy models built without from_pretrained)",
-    public_hook="PretrainedConfig(attn_implementation=...) honoured by every constructor path",
-    needed=never))
+ATTENTION_IMPLEMENTATION = declare(
+    Reach(
+        name="transformers.attn-implementation",
+        package="transformers",
+        versions=TRANSFORMERS_5,
+        touches="PretrainedConfig._attn_implementation (set on configs built in memory)",
+        used_by="puzzle plugin (subblocks, parent, toy models built without from_pretrained)",
+        public_hook="PretrainedConfig(attn_implementation=...) honoured by every constructor path",
+        needed=never,
+    )
+)
 
-AUTO_REGISTRY = declare(Reach(
-    name="transformers.auto-registry", package="transformers", versions=TRANSFORMERS_5,
-    touches="transformers.models.auto.configuration_auto.CONFIG_MAPPING (is a model type registered?)",
-    used_by="mtp plugin (MiMoForCausalLM), puzzle plugin (DeciLMForCausalLM) registered with the Auto classes",
-    public_hook="an idempotent AutoConfig.register (it raises for a known type)"))
+AUTO_REGISTRY = declare(
+    Reach(
+        name="transformers.auto-registry",
+        package="transformers",
+        versions=TRANSFORMERS_5,
+        touches="transformers.models.auto.configuration_auto.CONFIG_MAPPING (is a model type registered?)",
+        used_by="mtp plugin (MiMoForCausalLM), puzzle plugin (DeciLMForCausalLM) registered with the Auto classes",
+        public_hook="an idempotent AutoConfig.register (it raises for a known type)",
+    )
+)
 
 
 def set_attention_implementation(config: Any, name: str | None) -> None:

@@ -26,47 +26,77 @@ def _cpu_platform(config: Any) -> bool:
     return str(config_value(config, "ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM") or "") == "cpu"
 
 
-SYNC_TRAINER = declare(Reach(
-    name="verl.sync-trainer", package="verl", versions=VERL_0_9,
-    touches="PPOTrainerSync._build_replay_buffer/_next_train_batch (part of _fetch_one_gen_batch)/_compute_advantage/"
-            "_update_actor/_save_checkpoint/_load_checkpoint, the trainer_mode attribute",
-    used_by="trainer mode reasonrl_sync (plugin callbacks)",
-    public_hook="a trainer callback API (per-step hooks, prompt source, checkpoint state) in verl's v1 trainer",
-    needed=_trainer_mode_is_ours))
+SYNC_TRAINER = declare(
+    Reach(
+        name="verl.sync-trainer",
+        package="verl",
+        versions=VERL_0_9,
+        touches="PPOTrainerSync._build_replay_buffer/_next_train_batch (part of _fetch_one_gen_batch)/_compute_advantage/"
+        "_update_actor/_save_checkpoint/_load_checkpoint, the trainer_mode attribute",
+        used_by="trainer mode reasonrl_sync (plugin callbacks)",
+        public_hook="a trainer callback API (per-step hooks, prompt source, checkpoint state) in verl's v1 trainer",
+        needed=_trainer_mode_is_ours,
+    )
+)
 
-REPLAY_BUFFER = declare(Reach(
-    name="verl.replay-buffer", package="verl", versions=VERL_0_9,
-    touches="ReplayBuffer._clear_groups/_materialize_batch, .partitions, the '<uid>_<index>' key format, "
-            "the constructor's DAPO arguments (sync_refill_failed_groups left at verl's default)",
-    used_by="ReportingReplayBuffer (finished groups for the sampling plugin)",
-    public_hook="a finished-group callback on verl's ReplayBuffer (groups trained, evicted by DAPO, discarded as surplus)",
-    needed=_reporting_buffer_selected))
+REPLAY_BUFFER = declare(
+    Reach(
+        name="verl.replay-buffer",
+        package="verl",
+        versions=VERL_0_9,
+        touches="ReplayBuffer._clear_groups/_materialize_batch, .partitions, the '<uid>_<index>' key format, "
+        "the constructor's DAPO arguments (sync_refill_failed_groups left at verl's default)",
+        used_by="ReportingReplayBuffer (finished groups for the sampling plugin)",
+        public_hook="a finished-group callback on verl's ReplayBuffer (groups trained, evicted by DAPO, discarded as surplus)",
+        needed=_reporting_buffer_selected,
+    )
+)
 
-MAIN_PPO = declare(Reach(
-    name="verl.main-ppo-body", package="verl", versions=VERL_0_9,
-    touches="verl.trainer.main_ppo.main.__wrapped__ (the @hydra.main body)",
-    used_by="reasonrl train (runs verl's entry point on an already composed config)",
-    public_hook="a run_ppo(config) function beside main_ppo.main (verl has run_ppo, but without main's device and validation set-up)"))
+MAIN_PPO = declare(
+    Reach(
+        name="verl.main-ppo-body",
+        package="verl",
+        versions=VERL_0_9,
+        touches="verl.trainer.main_ppo.main.__wrapped__ (the @hydra.main body)",
+        used_by="reasonrl train (runs verl's entry point on an already composed config)",
+        public_hook="a run_ppo(config) function beside main_ppo.main (verl has run_ppo, but without main's device and validation set-up)",
+    )
+)
 
-POLICY_LOSS_CONFIG = declare(Reach(
-    name="verl.policy-loss-config", package="verl", versions=VERL_0_9,
-    touches="PolicyLossConfig._mutable_fields",
-    used_by="objectives plugin (the ε_pos_high schedule writes eps_pos_high each step)",
-    public_hook="a public way to declare a config subclass's mutable fields"))
+POLICY_LOSS_CONFIG = declare(
+    Reach(
+        name="verl.policy-loss-config",
+        package="verl",
+        versions=VERL_0_9,
+        touches="PolicyLossConfig._mutable_fields",
+        used_by="objectives plugin (the ε_pos_high schedule writes eps_pos_high each step)",
+        public_hook="a public way to declare a config subclass's mutable fields",
+    )
+)
 
-ENGINE_REGISTRY = declare(Reach(
-    name="verl.engine-registry", package="verl", versions=VERL_0_9,
-    touches="EngineRegistry._engines (is this engine already registered for this device?)",
-    used_by="cpu_platform plugin (verl's FSDP engines on device 'cpu')",
-    public_hook="EngineRegistry.get(model_type, backend, device) without raising, or device-agnostic registration",
-    needed=_cpu_platform))
+ENGINE_REGISTRY = declare(
+    Reach(
+        name="verl.engine-registry",
+        package="verl",
+        versions=VERL_0_9,
+        touches="EngineRegistry._engines (is this engine already registered for this device?)",
+        used_by="cpu_platform plugin (verl's FSDP engines on device 'cpu')",
+        public_hook="EngineRegistry.get(model_type, backend, device) without raising, or device-agnostic registration",
+        needed=_cpu_platform,
+    )
+)
 
-SFT_TRAINER = declare(Reach(
-    name="verl.sft-trainer", package="verl", versions=VERL_0_9,
-    touches="SFTTrainer._build_engine, engine.forward_backward_batch (wrapped for per-depth MTP target counts)",
-    used_by="mtp plugin, verl's SFT trainer with the MTP loss (python -m reasonrl.plugins.mtp.verl_sft)",
-    public_hook="a loss-function hook in SFTTrainer that receives the global batch's token counts",
-    needed=never))
+SFT_TRAINER = declare(
+    Reach(
+        name="verl.sft-trainer",
+        package="verl",
+        versions=VERL_0_9,
+        touches="SFTTrainer._build_engine, engine.forward_backward_batch (wrapped for per-depth MTP target counts)",
+        used_by="mtp plugin, verl's SFT trainer with the MTP loss (python -m reasonrl.plugins.mtp.verl_sft)",
+        public_hook="a loss-function hook in SFTTrainer that receives the global batch's token counts",
+        needed=never,
+    )
+)
 
 
 def sync_trainer_base() -> type:

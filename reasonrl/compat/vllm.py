@@ -20,17 +20,25 @@ MTP_DRAFTER_ENV = "REASONRL_MTP_DRAFTER"
 
 
 def _multi_layer_drafting(config: Any) -> bool:
-    return bool(config_value(config, "reasonrl.mtp.enable") and config_value(config, "reasonrl.mtp.drafting")
-                and int(config_value(config, "reasonrl.mtp.num_speculative_tokens", 1) or 1) > 1)
+    return bool(
+        config_value(config, "reasonrl.mtp.enable")
+        and config_value(config, "reasonrl.mtp.drafting")
+        and int(config_value(config, "reasonrl.mtp.num_speculative_tokens", 1) or 1) > 1
+    )
 
 
-MTP_DRAFTER = declare(Reach(
-    name="vllm.mtp-drafter", package="vllm", versions=VLLM_MTP_DRAFTER,
-    touches="the drafter's attention metadata (num_actual_tokens, query_start_loc, slot_mapping, block_table_tensor), "
-            "SpecDecodeBaseProposer.set_inputs_first_pass (patch vllm-mtp-first-pass), Qwen2DecoderLayer's signature",
-    used_by="mtp plugin's multi-layer drafter (reasonrl.mtp.num_speculative_tokens > 1; for k = 1 vLLM's own MiMoMTPModel computes the same)",
-    public_hook="a per-step index and the first pass's sample indices passed to MTP drafters (vLLM's MiMo drafter asserts spec_step_idx == 0)",
-    needed=_multi_layer_drafting))
+MTP_DRAFTER = declare(
+    Reach(
+        name="vllm.mtp-drafter",
+        package="vllm",
+        versions=VLLM_MTP_DRAFTER,
+        touches="the drafter's attention metadata (num_actual_tokens, query_start_loc, slot_mapping, block_table_tensor), "
+        "SpecDecodeBaseProposer.set_inputs_first_pass (patch vllm-mtp-first-pass), Qwen2DecoderLayer's signature",
+        used_by="mtp plugin's multi-layer drafter (reasonrl.mtp.num_speculative_tokens > 1; for k = 1 vLLM's own MiMoMTPModel computes the same)",
+        public_hook="a per-step index and the first pass's sample indices passed to MTP drafters (vLLM's MiMo drafter asserts spec_step_idx == 0)",
+        needed=_multi_layer_drafting,
+    )
+)
 
 
 def mtp_drafter_requested() -> bool:
@@ -42,11 +50,17 @@ def mtp_drafter_active() -> str | None:
     """None when reasonrl's multi-layer drafter should replace vLLM's ``MiMoMTPModel`` in this
     process; otherwise why not (the reason ``reasonrl plugins`` and the patch status show)."""
     if not mtp_drafter_requested():
-        return f"reasonrl's MTP drafting is off in this process ({MTP_DRAFTER_ENV} unset): vLLM's own MiMoMTPModel is kept"
+        return (
+            f"reasonrl's MTP drafting is off in this process ({MTP_DRAFTER_ENV} unset): vLLM's own MiMoMTPModel is kept"
+        )
     state, installed = MTP_DRAFTER.state()
     if state != "supported":
-        return (f"reasonrl's multi-layer MTP drafter is written for vllm{MTP_DRAFTER.versions}, vllm {installed} is installed: "
-                "vLLM's own MiMoMTPModel drafts (layer 1 only; k > 1 is refused at start-up)" if installed else "vLLM is not installed")
+        return (
+            f"reasonrl's multi-layer MTP drafter is written for vllm{MTP_DRAFTER.versions}, vllm {installed} is installed: "
+            "vLLM's own MiMoMTPModel drafts (layer 1 only; k > 1 is refused at start-up)"
+            if installed
+            else "vLLM is not installed"
+        )
     return None
 
 

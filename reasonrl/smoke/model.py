@@ -121,7 +121,9 @@ def greedy_accuracy(model, tokenizer, problems: list[Problem]) -> float:
     return sum(compute_score(None, t, p.answer) for t, p in zip(texts, problems)) / len(problems)
 
 
-def build_tiny_model(out_dir: Path, spec: TinyModelSpec, eval_problems: list[Problem], held_out: list[Problem] = ()) -> dict:
+def build_tiny_model(
+    out_dir: Path, spec: TinyModelSpec, eval_problems: list[Problem], held_out: list[Problem] = ()
+) -> dict:
     """Build, warm-start and save the model and tokenizer to ``out_dir``; return a summary.
 
     The warm start never sees ``eval_problems`` (the RL prompts) nor ``held_out`` (the

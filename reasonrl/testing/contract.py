@@ -50,7 +50,11 @@ def _hook_results(plugin: object, name: str) -> tuple[dict[str, Any], list[str]]
 def _check_list(value: Any, item_type: type, hook: str) -> list[str]:
     if not isinstance(value, list):
         return [f"{hook} must return a list, got {type(value).__name__}"]
-    return [f"{hook} item {i} is {type(item).__name__}, expected {item_type.__name__}" for i, item in enumerate(value) if not isinstance(item, item_type)]
+    return [
+        f"{hook} item {i} is {type(item).__name__}, expected {item_type.__name__}"
+        for i, item in enumerate(value)
+        if not isinstance(item, item_type)
+    ]
 
 
 def _check_registrations(value: Any, upstream: str, hook: str) -> list[str]:
@@ -60,7 +64,9 @@ def _check_registrations(value: Any, upstream: str, hook: str) -> list[str]:
     seen: set[tuple[str, str]] = set()
     for registration in value:
         if registration.upstream != upstream:
-            problems.append(f"{hook}: {registration.kind}:{registration.name} has upstream {registration.upstream!r}, expected {upstream!r}")
+            problems.append(
+                f"{hook}: {registration.kind}:{registration.name} has upstream {registration.upstream!r}, expected {upstream!r}"
+            )
         key = (registration.kind, registration.name)
         if key in seen:
             problems.append(f"{hook}: {registration.kind}:{registration.name} declared twice")
@@ -110,7 +116,9 @@ def check_declarations(plugin: object, name: str) -> list[str]:
         if hook in results:
             problems += _check_registrations(results[hook], upstream, hook)
     specs = results.get("reasonrl_megatron_layer_specs")
-    if specs is not None and not (isinstance(specs, dict) and all(isinstance(k, str) and callable(v) for k, v in specs.items())):
+    if specs is not None and not (
+        isinstance(specs, dict) and all(isinstance(k, str) and callable(v) for k, v in specs.items())
+    ):
         problems.append("reasonrl_megatron_layer_specs must return {name: callable}")
     if "reasonrl_config_groups" in results:
         problems += _check_config_groups(results["reasonrl_config_groups"])
@@ -130,12 +138,19 @@ def check_declarations(plugin: object, name: str) -> list[str]:
         if not isinstance(functions, dict):
             problems.append(f"reasonrl_api_functions must return a dict, got {type(functions).__name__}")
         else:
-            problems += [f"reasonrl_api_functions: {name!r} must be an identifier naming a callable" for name, function in functions.items()
-                         if not (isinstance(name, str) and name.isidentifier() and not name.startswith("_") and callable(function))]
+            problems += [
+                f"reasonrl_api_functions: {name!r} must be an identifier naming a callable"
+                for name, function in functions.items()
+                if not (
+                    isinstance(name, str) and name.isidentifier() and not name.startswith("_") and callable(function)
+                )
+            ]
     if "reasonrl_trainer_callbacks" in results:
         callbacks = results["reasonrl_trainer_callbacks"]
         callback_problems = _check_list(callbacks, TrainerCallback, "reasonrl_trainer_callbacks")
-        problems += callback_problems or [f"trainer callback {c.name!r}: build must be callable" for c in callbacks if not callable(c.build)]
+        problems += callback_problems or [
+            f"trainer callback {c.name!r}: build must be callable" for c in callbacks if not callable(c.build)
+        ]
     return problems
 
 
@@ -155,12 +170,18 @@ print(json.dumps(sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[2:
 def check_upstream_free(module_name: str) -> list[str]:
     """Importing the plugin and calling its hooks must import no upstream (fresh process)."""
     result = subprocess.run(
-        [sys.executable, "-c", _IMPORT_PROBE, module_name, *UPSTREAM_MODULES], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", _IMPORT_PROBE, module_name, *UPSTREAM_MODULES],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     if result.returncode != 0:
         return [f"importing {module_name} and calling its hooks failed:\n{result.stderr[-2000:]}"]
     imported = json.loads(result.stdout.strip().splitlines()[-1])
-    return [f"importing {module_name} or calling its hooks imports {m!r}: move that import inside apply()/adapters" for m in imported]
+    return [
+        f"importing {module_name} or calling its hooks imports {m!r}: move that import inside apply()/adapters"
+        for m in imported
+    ]
 
 
 def check_registrations_idempotent(plugin: object, name: str, upstream: str = "verl") -> list[str]:
@@ -171,7 +192,9 @@ def check_registrations_idempotent(plugin: object, name: str, upstream: str = "v
             try:
                 registration.apply()
             except Exception as exc:
-                problems.append(f"{registration.kind}:{registration.name} apply() #{attempt} raised {type(exc).__name__}: {exc}")
+                problems.append(
+                    f"{registration.kind}:{registration.name} apply() #{attempt} raised {type(exc).__name__}: {exc}"
+                )
                 break
     return problems
 

@@ -26,7 +26,14 @@ def reasonrl_command() -> list[str]:
 
 
 def train_args(recipe: str, run_dir: Path, *overrides: str) -> list[str]:
-    return [*reasonrl_command(), "train", f"recipe={recipe}", "+preset=cpu_tiny", f"trainer.default_local_dir={run_dir}", *overrides]
+    return [
+        *reasonrl_command(),
+        "train",
+        f"recipe={recipe}",
+        "+preset=cpu_tiny",
+        f"trainer.default_local_dir={run_dir}",
+        *overrides,
+    ]
 
 
 def tagged_env(tag: str) -> dict[str, str]:
@@ -46,7 +53,9 @@ def processes_with_tag(tag: str) -> list[str]:
         try:
             if marker in (entry / "environ").read_bytes().split(b"\0"):
                 command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:120]
-                state = next((line for line in (entry / "status").read_text().splitlines() if line.startswith("State:")), "")
+                state = next(
+                    (line for line in (entry / "status").read_text().splitlines() if line.startswith("State:")), ""
+                )
                 if "zombie" not in state:
                     found.append(f"{entry.name} {command}")
         except (FileNotFoundError, ProcessLookupError, PermissionError):
@@ -69,7 +78,14 @@ def launch_metrics(run_dir: Path) -> list[dict[int, dict]]:
 
 def run_to_end(args: list[str], tag: str, log: Path) -> subprocess.CompletedProcess:
     with log.open("w") as out:
-        result = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, env=tagged_env(tag), timeout=LAUNCH_TIMEOUT, start_new_session=True)
+        result = subprocess.run(
+            args,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=tagged_env(tag),
+            timeout=LAUNCH_TIMEOUT,
+            start_new_session=True,
+        )
     return result
 
 
@@ -82,8 +98,12 @@ def assert_steps_trained(steps: dict[int, dict], expected: range, log: Path) -> 
     assert sorted(trained) == list(expected), f"steps {sorted(trained)} instead of {list(expected)}\n{tail(log)}"
     for step, metrics in trained.items():
         reward = metrics["critic/score/mean"]
-        assert isinstance(reward, (int, float)) and math.isfinite(reward) and 0.0 <= reward <= 1.0, f"step {step}: reward {reward}"
+        assert isinstance(reward, (int, float)) and math.isfinite(reward) and 0.0 <= reward <= 1.0, (
+            f"step {step}: reward {reward}"
+        )
         assert math.isfinite(metrics["actor/pg_loss"]), f"step {step}: loss {metrics['actor/pg_loss']}"
         # vLLM started from random weights (load_format: dummy): its sampling log-probs
         # agree with the trainer's only if the trainer's weights reached it this step.
-        assert metrics["training/rollout_probs_diff_mean"] < 0.05, f"step {step}: vLLM does not generate with the trainer's weights"
+        assert metrics["training/rollout_probs_diff_mean"] < 0.05, (
+            f"step {step}: vLLM does not generate with the trainer's weights"
+        )

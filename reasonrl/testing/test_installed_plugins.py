@@ -10,7 +10,12 @@ import importlib
 
 import pytest
 
-from reasonrl.testing.contract import check_declarations, check_registrations_idempotent, check_upstream_free, installed_plugins
+from reasonrl.testing.contract import (
+    check_declarations,
+    check_registrations_idempotent,
+    check_upstream_free,
+    installed_plugins,
+)
 
 PLUGINS = installed_plugins()
 

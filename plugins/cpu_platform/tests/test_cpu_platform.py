@@ -14,7 +14,9 @@ def test_platform_implements_every_abstract_method():
     assert (platform.device_name, platform.communication_backend_name(), platform.device_count()) == ("cpu", "gloo", 1)
     assert platform.ray_resource_options(1) == {"num_gpus": 1}
     assert platform.device_module.__name__ == "reasonrl_cpu_device" and platform.cudart() is None
-    assert platform.current_device() == torch.device("cpu"), "verl passes it to tensor.to(); a bare 0 means an accelerator"
+    assert platform.current_device() == torch.device("cpu"), (
+        "verl passes it to tensor.to(); a bare 0 means an accelerator"
+    )
     with platform.nvtx_range("noop"):
         pass
 

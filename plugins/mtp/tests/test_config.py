@@ -14,8 +14,18 @@ from reasonrl.plugins.mtp.config import check_run
 def run_config(tmp_path, layers, **mtp):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "mimo", "num_nextn_predict_layers": layers}))
     settings = {"enable": True, "train": False, "drafting": True, "num_speculative_tokens": 1, **mtp}
-    verl = {"enable": settings["enable"], "enable_train": settings["train"], "enable_rollout": settings["drafting"], "num_speculative_tokens": settings["num_speculative_tokens"]}
-    return OmegaConf.create({"reasonrl": {"mtp": settings}, "actor_rollout_ref": {"model": {"path": str(tmp_path), "mtp": verl}, "actor": {"strategy": "fsdp2"}}})
+    verl = {
+        "enable": settings["enable"],
+        "enable_train": settings["train"],
+        "enable_rollout": settings["drafting"],
+        "num_speculative_tokens": settings["num_speculative_tokens"],
+    }
+    return OmegaConf.create(
+        {
+            "reasonrl": {"mtp": settings},
+            "actor_rollout_ref": {"model": {"path": str(tmp_path), "mtp": verl}, "actor": {"strategy": "fsdp2"}},
+        }
+    )
 
 
 def test_a_consistent_config_passes(tmp_path):
@@ -23,16 +33,23 @@ def test_a_consistent_config_passes(tmp_path):
     check_run(run_config(tmp_path, 3, num_speculative_tokens=1))
 
 
-@pytest.mark.parametrize("layers, mtp, key", [
-    (0, {}, "reasonrl.mtp.enable"),  # drafting requested, the checkpoint has no MTP layers
-    (1, {"num_speculative_tokens": 3}, "reasonrl.mtp.num_speculative_tokens"),  # k > available layers
-    (3, {"num_speculative_tokens": 0}, "reasonrl.mtp.num_speculative_tokens"),
-    (3, {"loss_weight": -0.1}, "reasonrl.mtp.loss_weight"),  # λ < 0
-    (3, {"later_loss_weight": -1.0}, "reasonrl.mtp.later_loss_weight"),
-    (3, {"train": True}, "trainer.v1.trainer_mode"),  # trained on FSDP: our loss comes through reasonrl_sync, else verl keeps them frozen
-    (3, {"train": True, "drafting": False}, "trainer.v1.trainer_mode"),
-    (3, {"train": True, "switch_at": 100}, "reasonrl.mtp.switch_at"),  # verl keeps one λ per run
-])
+@pytest.mark.parametrize(
+    "layers, mtp, key",
+    [
+        (0, {}, "reasonrl.mtp.enable"),  # drafting requested, the checkpoint has no MTP layers
+        (1, {"num_speculative_tokens": 3}, "reasonrl.mtp.num_speculative_tokens"),  # k > available layers
+        (3, {"num_speculative_tokens": 0}, "reasonrl.mtp.num_speculative_tokens"),
+        (3, {"loss_weight": -0.1}, "reasonrl.mtp.loss_weight"),  # λ < 0
+        (3, {"later_loss_weight": -1.0}, "reasonrl.mtp.later_loss_weight"),
+        (
+            3,
+            {"train": True},
+            "trainer.v1.trainer_mode",
+        ),  # trained on FSDP: our loss comes through reasonrl_sync, else verl keeps them frozen
+        (3, {"train": True, "drafting": False}, "trainer.v1.trainer_mode"),
+        (3, {"train": True, "switch_at": 100}, "reasonrl.mtp.switch_at"),  # verl keeps one λ per run
+    ],
+)
 def test_bad_inputs_fail_naming_the_key(tmp_path, layers, mtp, key):
     with pytest.raises(ConfigError) as error:
         check_run(run_config(tmp_path, layers, **mtp))
@@ -55,7 +72,16 @@ def test_verl_keys_must_follow_the_knobs(tmp_path):
 def test_the_hydra_option_wires_verls_mtp_keys(tmp_path):
     from reasonrl.cli.train import compose_config
 
-    config = compose_config(["recipe=mimo", "+reasonrl/mtp=mimo", "reasonrl.mtp.num_speculative_tokens=3", "reasonrl.mtp.loss_weight=0.2"])
+    config = compose_config(
+        ["recipe=mimo", "+reasonrl/mtp=mimo", "reasonrl.mtp.num_speculative_tokens=3", "reasonrl.mtp.loss_weight=0.2"]
+    )
     mtp = config.actor_rollout_ref.model.mtp
-    assert (mtp.enable, mtp.enable_train, mtp.enable_rollout, mtp.method, mtp.num_speculative_tokens, mtp.mtp_loss_scaling_factor) == (True, False, True, "mtp", 3, 0.2)
+    assert (
+        mtp.enable,
+        mtp.enable_train,
+        mtp.enable_rollout,
+        mtp.method,
+        mtp.num_speculative_tokens,
+        mtp.mtp_loss_scaling_factor,
+    ) == (True, False, True, "mtp", 3, 0.2)
     assert config.trainer.v1.trainer_mode == "reasonrl_sync"

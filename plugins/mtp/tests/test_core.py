@@ -40,7 +40,13 @@ def reference_mtp_losses(layers, main_hidden, tokens, embed, head):
     length = tokens.shape[1]
     for k, layer in enumerate(layers, start=1):
         keep = length - k  # positions with a token t_{i+k}
-        combined = torch.cat([reference_rms(previous[:, :keep], layer.hidden_layernorm.weight), reference_rms(embed(tokens[:, k:k + keep]), layer.token_layernorm.weight)], -1)
+        combined = torch.cat(
+            [
+                reference_rms(previous[:, :keep], layer.hidden_layernorm.weight),
+                reference_rms(embed(tokens[:, k : k + keep]), layer.token_layernorm.weight),
+            ],
+            -1,
+        )
         hidden = layer.block(combined @ layer.input_proj.weight.T)
         logits = head(reference_rms(hidden, layer.final_layernorm.weight))
         log_probs = torch.log_softmax(logits, -1)
@@ -67,7 +73,9 @@ def test_mtp_equals_the_equations(depth):
     for got, want in zip(ours.losses, expected):
         assert torch.allclose(got, want, atol=1e-5), (got, want)
     main_loss = torch.tensor(2.0)
-    assert torch.allclose(total_loss(main_loss, ours.losses, 0.3), main_loss + 0.3 * torch.stack(expected).mean(), atol=1e-5)
+    assert torch.allclose(
+        total_loss(main_loss, ours.losses, 0.3), main_loss + 0.3 * torch.stack(expected).mean(), atol=1e-5
+    )
 
 
 def test_gradients_reach_the_mtp_layers_and_the_shared_head():
@@ -76,7 +84,11 @@ def test_gradients_reach_the_mtp_layers_and_the_shared_head():
     layers = nn.ModuleList([MTPLayer(H, CausalBlock()) for _ in range(2)])
     out = mtp_forward(layers, torch.randn(2, 8, H), torch.randint(0, V, (2, 8)), embed, head)
     total_loss(torch.tensor(0.0), out.losses, 0.1).backward()
-    assert layers[1].input_proj.weight.grad.abs().sum() > 0 and head.weight.grad.abs().sum() > 0 and embed.weight.grad.abs().sum() > 0
+    assert (
+        layers[1].input_proj.weight.grad.abs().sum() > 0
+        and head.weight.grad.abs().sum() > 0
+        and embed.weight.grad.abs().sum() > 0
+    )
 
 
 def test_weight_schedule_switches_exactly_at_its_boundary():

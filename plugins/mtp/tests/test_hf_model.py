@@ -12,7 +12,15 @@ from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaFor
 from reasonrl.plugins.mtp.core import mtp_forward
 from reasonrl.plugins.mtp.hf_model import MiMoConfig, MiMoForCausalLM, attach, register_with_transformers
 
-SMALL = dict(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+SMALL = dict(
+    vocab_size=40,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+)
 
 
 def test_checkpoint_round_trip_keeps_the_mtp_layers_in_mimo_layout(tmp_path):
@@ -21,12 +29,25 @@ def test_checkpoint_round_trip_keeps_the_mtp_layers_in_mimo_layout(tmp_path):
     model = MiMoForCausalLM(MiMoConfig(num_nextn_predict_layers=2, **SMALL))
     model.save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
-    assert config["architectures"] == ["MiMoForCausalLM"] and config["num_nextn_predict_layers"] == 2 and config["model_type"] == "mimo"
+    assert (
+        config["architectures"] == ["MiMoForCausalLM"]
+        and config["num_nextn_predict_layers"] == 2
+        and config["model_type"] == "mimo"
+    )
     from safetensors.torch import load_file
 
     saved = load_file(tmp_path / "model.safetensors")
     for k in (0, 1):
-        for name in ("token_layernorm.weight", "hidden_layernorm.weight", "input_proj.weight", "final_layernorm.weight", "self_attn.q_proj.weight", "mlp.gate_proj.weight", "input_layernorm.weight", "post_attention_layernorm.weight"):
+        for name in (
+            "token_layernorm.weight",
+            "hidden_layernorm.weight",
+            "input_proj.weight",
+            "final_layernorm.weight",
+            "self_attn.q_proj.weight",
+            "mlp.gate_proj.weight",
+            "input_layernorm.weight",
+            "post_attention_layernorm.weight",
+        ):
             assert f"model.mtp_layers.{k}.{name}" in saved
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path)
     assert isinstance(loaded, MiMoForCausalLM) and isinstance(AutoConfig.from_pretrained(tmp_path), MiMoConfig)
@@ -43,11 +64,21 @@ def test_mtp_outputs_equal_the_core_on_the_models_own_pieces():
     # hidden_states[-1] is the last decoder layer's output (before the final norm) in transformers 5
     positions = torch.arange(10).unsqueeze(0)
     mask = torch.full((10, 10), float("-inf")).triu(1)[None, None]
-    expected = mtp_forward(model.model.mtp_layers, hidden, tokens, model.model.embed_tokens, model.lm_head,
-                           attention_mask=mask, position_embeddings=model.model.rotary_emb(hidden, positions), position_ids=positions)
+    expected = mtp_forward(
+        model.model.mtp_layers,
+        hidden,
+        tokens,
+        model.model.embed_tokens,
+        model.lm_head,
+        attention_mask=mask,
+        position_embeddings=model.model.rotary_emb(hidden, positions),
+        position_ids=positions,
+    )
     for got, want in zip(out.mtp.losses, expected.losses):
         torch.testing.assert_close(got, want)
-    main = torch.nn.functional.cross_entropy(model(input_ids=tokens).logits[:, :-1].reshape(-1, 40), tokens[:, 1:].reshape(-1))
+    main = torch.nn.functional.cross_entropy(
+        model(input_ids=tokens).logits[:, :-1].reshape(-1, 40), tokens[:, 1:].reshape(-1)
+    )
     torch.testing.assert_close(out.main_loss, main)
 
 

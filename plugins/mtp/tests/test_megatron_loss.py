@@ -16,10 +16,15 @@ from reasonrl.plugins.mtp.megatron_adapter import megatron_mtp_settings
 
 
 def run(depth: int, weight: float) -> dict:
-    completed = subprocess.run([sys.executable, "-m", "reasonrl.plugins.mtp.megatron_adapter", str(depth), str(weight)], capture_output=True, text=True, timeout=300)
+    completed = subprocess.run(
+        [sys.executable, "-m", "reasonrl.plugins.mtp.megatron_adapter", str(depth), str(weight)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     line = next((line for line in completed.stdout.splitlines() if line.startswith("RESULT ")), None)
     assert line is not None, completed.stderr[-3000:]
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 @pytest.mark.parametrize("depth", [1, 3])

@@ -19,9 +19,23 @@ def test_replicate_then_train_only_the_new_layers():
     for layer in model.model.mtp_layers[1:]:
         assert all(torch.equal(value, layer.state_dict()[name]) for name, value in first.items())
         assert layer.input_proj.weight.data_ptr() != model.model.mtp_layers[0].input_proj.weight.data_ptr()
-    frozen = {name: value.clone() for name, value in model.state_dict().items() if ".mtp_layers.1." not in name and ".mtp_layers.2." not in name}
+    frozen = {
+        name: value.clone()
+        for name, value in model.state_dict().items()
+        if ".mtp_layers.1." not in name and ".mtp_layers.2." not in name
+    }
     trained_before = model.model.mtp_layers[2].input_proj.weight.clone()
-    logs = train(model, toy.motif_sequences(64, seed=1), 3, batch_size=16, train_main=False, train_depths=(2, 3), main_in_loss=False, log_every=1, log=lambda line: None)
+    logs = train(
+        model,
+        toy.motif_sequences(64, seed=1),
+        3,
+        batch_size=16,
+        train_main=False,
+        train_depths=(2, 3),
+        main_in_loss=False,
+        log_every=1,
+        log=lambda line: None,
+    )
     assert len(logs) == 3 and len(logs[0].depth_losses) == 3
     assert all(torch.equal(value, model.state_dict()[name]) for name, value in frozen.items())
     assert not torch.equal(trained_before, model.model.mtp_layers[2].input_proj.weight)
@@ -29,7 +43,15 @@ def test_replicate_then_train_only_the_new_layers():
 
 def test_training_uses_the_scheduled_weight():
     model = toy.tiny_mimo(1, seed=0)
-    logs = train(model, toy.motif_sequences(64, seed=1), 4, batch_size=16, schedule=WeightSchedule(0.3, 0.1, switch_at=3), log_every=1, log=lambda line: None)
+    logs = train(
+        model,
+        toy.motif_sequences(64, seed=1),
+        4,
+        batch_size=16,
+        schedule=WeightSchedule(0.3, 0.1, switch_at=3),
+        log_every=1,
+        log=lambda line: None,
+    )
     assert [entry.weight for entry in logs] == [0.3, 0.3, 0.1, 0.1]
 
 
@@ -54,5 +76,7 @@ def test_drafting_replay_advances_one_token_plus_the_accepted_drafts_per_round()
     rounds, accepted = simulate_drafting(model, prompts, outputs, 3)
     # each round moves past the target's own token plus the accepted drafts; the last round may end
     # one token short of or exactly at each output's end
-    assert sum(len(output) - 1 for output in outputs) <= rounds + sum(accepted) <= sum(len(output) for output in outputs)
+    assert (
+        sum(len(output) - 1 for output in outputs) <= rounds + sum(accepted) <= sum(len(output) for output in outputs)
+    )
     assert accepted[2] <= accepted[1] <= accepted[0] <= rounds

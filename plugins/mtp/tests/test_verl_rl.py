@@ -17,13 +17,21 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.utils.losses import ppo_loss
 
+from reasonrl.bridges.verl_actor_loss import ComposedActorLoss, actor_loss_terms
 from reasonrl.plugins.mtp import hf_model
 from reasonrl.plugins.mtp.hf_model import MiMoConfig, MiMoForCausalLM
 from reasonrl.plugins.mtp.tests.verl_layouts import engine_log_probs, nested
-from reasonrl.bridges.verl_actor_loss import ComposedActorLoss, actor_loss_terms
 from reasonrl.plugins.mtp.verl_rl import MTPLossTerm, MTPTrainingCallback, build
 
-SMALL = dict(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+SMALL = dict(
+    vocab_size=40,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+)
 DEPTHS, WEIGHT = 3, 0.3
 PROMPTS, RESPONSES = (3, 2, 4), (4, 3, 5)
 
@@ -31,7 +39,10 @@ PROMPTS, RESPONSES = (3, 2, 4), (4, 3, 5)
 @pytest.fixture(scope="module")
 def actor_config():
     with initialize_config_module("verl.trainer.config", version_base=None):
-        config = compose("ppo_trainer", overrides=["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2", "data.max_response_length=5"])
+        config = compose(
+            "ppo_trainer",
+            overrides=["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2", "data.max_response_length=5"],
+        )
     return config.actor_rollout_ref.actor
 
 
@@ -56,14 +67,38 @@ def actor_batch(model, packed: bool):
     width_p, width_r = max(PROMPTS), max(RESPONSES)
     prompt_pad = torch.stack([torch.cat([torch.zeros(width_p - len(p), dtype=torch.long), p]) for p in prompts])
     response_pad = torch.stack([torch.cat([r, torch.zeros(width_r - len(r), dtype=torch.long)]) for r in responses])
-    attention = torch.stack([torch.cat([torch.arange(width_p) >= width_p - len(p), torch.arange(width_r) < len(r)]) for p, r in zip(prompts, responses)]).long()
+    attention = torch.stack(
+        [
+            torch.cat([torch.arange(width_p) >= width_p - len(p), torch.arange(width_r) < len(r)])
+            for p, r in zip(prompts, responses)
+        ]
+    ).long()
     response_mask = attention[:, width_p:]
     log_probs = engine_log_probs(model, sequences, packed)
-    old = torch.stack([torch.cat([log_probs.detach().split(lengths)[b][len(p) - 1:-1], torch.zeros(width_r - len(r))]) for b, (p, r) in enumerate(zip(prompts, responses))])
+    old = torch.stack(
+        [
+            torch.cat([log_probs.detach().split(lengths)[b][len(p) - 1 : -1], torch.zeros(width_r - len(r))])
+            for b, (p, r) in enumerate(zip(prompts, responses))
+        ]
+    )
     data = tu.get_tensordict(
-        {"input_ids": nested(sequences), "prompts": prompt_pad, "responses": response_pad, "attention_mask": attention, "response_mask": response_mask,
-         "loss_mask": response_mask, "old_log_probs": old + 0.05 * torch.randn_like(old), "advantages": torch.randn(3, 1).expand(3, width_r).clone()},
-        non_tensor_dict={"dp_size": 1, "batch_num_tokens": int(response_mask.sum()), "global_batch_size": 3, "use_remove_padding": packed})
+        {
+            "input_ids": nested(sequences),
+            "prompts": prompt_pad,
+            "responses": response_pad,
+            "attention_mask": attention,
+            "response_mask": response_mask,
+            "loss_mask": response_mask,
+            "old_log_probs": old + 0.05 * torch.randn_like(old),
+            "advantages": torch.randn(3, 1).expand(3, width_r).clone(),
+        },
+        non_tensor_dict={
+            "dp_size": 1,
+            "batch_num_tokens": int(response_mask.sum()),
+            "global_batch_size": 3,
+            "use_remove_padding": packed,
+        },
+    )
     return {"log_probs": nested(log_probs.split(lengths))}, data, sequences
 
 
@@ -78,7 +113,7 @@ def expected_mtp_term(model, sequences):
     for sequence, prompt in zip(sequences, PROMPTS):
         targets = (torch.arange(len(sequence)) >= prompt).long()
         losses = model.mtp_outputs(sequence[None], loss_mask=targets[None]).mtp.losses
-        sums = sums + torch.stack([losses[k - 1] * targets[k + 1:].sum() for k in range(1, DEPTHS + 1)])
+        sums = sums + torch.stack([losses[k - 1] * targets[k + 1 :].sum() for k in range(1, DEPTHS + 1)])
     return WEIGHT * (sums / sum(RESPONSES)).mean()
 
 
@@ -129,7 +164,11 @@ def test_terms_compose_a_config_adjustment_and_an_additive_loss(actor_config, ar
 def test_callbacks_offer_terms_and_none_replaces_the_loss():
     from types import SimpleNamespace
 
-    callbacks = [("mtp_training", MTPTrainingCallback(WEIGHT, DEPTHS)), ("other", SimpleNamespace()), ("none", SimpleNamespace(actor_loss_term=lambda: None))]
+    callbacks = [
+        ("mtp_training", MTPTrainingCallback(WEIGHT, DEPTHS)),
+        ("other", SimpleNamespace()),
+        ("none", SimpleNamespace(actor_loss_term=lambda: None)),
+    ]
     terms = actor_loss_terms(callbacks)
     assert [name for name, _ in terms] == ["mtp_training"] and isinstance(terms[0][1], MTPLossTerm)
 
@@ -156,8 +195,12 @@ def test_the_callback_is_built_only_for_fsdp_runs_that_train_the_layers(tmp_path
     (tmp_path / "config.json").write_text('{"model_type": "mimo", "num_nextn_predict_layers": 2}')
 
     def run(train, strategy="fsdp2"):
-        return OmegaConf.create({"reasonrl": {"mtp": {"enable": True, "train": train}},
-                                 "actor_rollout_ref": {"model": {"path": str(tmp_path)}, "actor": {"strategy": strategy}}})
+        return OmegaConf.create(
+            {
+                "reasonrl": {"mtp": {"enable": True, "train": train}},
+                "actor_rollout_ref": {"model": {"path": str(tmp_path)}, "actor": {"strategy": strategy}},
+            }
+        )
 
     callback = build(run(True))
     assert isinstance(callback, MTPTrainingCallback) and (callback.weight, callback.depths) == (0.3, 2)

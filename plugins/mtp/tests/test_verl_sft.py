@@ -19,7 +19,15 @@ from reasonrl.plugins.mtp.hf_model import MiMoConfig, MiMoForCausalLM, take_mtp_
 from reasonrl.plugins.mtp.tests.verl_layouts import engine_log_probs, nested
 from reasonrl.plugins.mtp.verl_sft import MTPSFTLoss, configure, depth_token_counts
 
-SMALL = dict(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+SMALL = dict(
+    vocab_size=40,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+)
 DEPTHS = 3
 LENGTHS, PROMPTS = (9, 6, 11), (3, 2, 4)  # the second response starts at index 2 < k + 1 for k = 2, 3
 
@@ -27,7 +35,10 @@ LENGTHS, PROMPTS = (9, 6, 11), (3, 2, 4)  # the second response starts at index 
 def batch():
     torch.manual_seed(0)
     ids = [torch.randint(0, 40, (n,)) for n in LENGTHS]
-    masks = [torch.cat([torch.zeros(p, dtype=torch.long), torch.ones(n - p, dtype=torch.long)]) for n, p in zip(LENGTHS, PROMPTS)]
+    masks = [
+        torch.cat([torch.zeros(p, dtype=torch.long), torch.ones(n - p, dtype=torch.long)])
+        for n, p in zip(LENGTHS, PROMPTS)
+    ]
     return ids, masks
 
 
@@ -40,8 +51,8 @@ def expected_loss(model, ids, masks, weight):
         out = model.mtp_outputs(seq[None], loss_mask=mask[None])
         main_sum, main_count = main_sum + out.main_loss * mask[1:].sum(), main_count + mask[1:].sum()
         for k in range(1, DEPTHS + 1):
-            depth_sums[k - 1] = depth_sums[k - 1] + out.mtp.losses[k - 1] * mask[k + 1:].sum()
-            depth_counts[k - 1] += mask[k + 1:].sum()
+            depth_sums[k - 1] = depth_sums[k - 1] + out.mtp.losses[k - 1] * mask[k + 1 :].sum()
+            depth_counts[k - 1] += mask[k + 1 :].sum()
     return main_sum / main_count + weight * torch.stack([s / c for s, c in zip(depth_sums, depth_counts)]).mean()
 
 
@@ -51,8 +62,15 @@ def verl_micro_batch(model, ids, masks, packed: bool, batch_num_tokens: int):
     build the loss function's inputs as verl does."""
     lengths = [len(seq) for seq in ids]
     log_probs = engine_log_probs(model, ids, packed)
-    data = tu.get_tensordict({"input_ids": nested(ids), "loss_mask": nested(masks)},
-                             non_tensor_dict={"dp_size": 1, "batch_num_tokens": batch_num_tokens, "use_remove_padding": packed, "pad_mode": DatasetPadMode.NO_PADDING})
+    data = tu.get_tensordict(
+        {"input_ids": nested(ids), "loss_mask": nested(masks)},
+        non_tensor_dict={
+            "dp_size": 1,
+            "batch_num_tokens": batch_num_tokens,
+            "use_remove_padding": packed,
+            "pad_mode": DatasetPadMode.NO_PADDING,
+        },
+    )
     return {"log_probs": nested(log_probs.split(lengths))}, data
 
 
@@ -93,7 +111,9 @@ def test_the_gradient_reaches_the_main_model_and_every_mtp_layer():
     ids, masks = batch()
     loss_fn = MTPSFTLoss(WeightSchedule())
     loss_fn.token_counts = depth_token_counts(torch.nested.as_nested_tensor(masks, layout=torch.jagged), DEPTHS)
-    loss, _ = loss_fn(*verl_micro_batch(model, ids, masks, packed=True, batch_num_tokens=sum(int(m[1:].sum()) for m in masks)))
+    loss, _ = loss_fn(
+        *verl_micro_batch(model, ids, masks, packed=True, batch_num_tokens=sum(int(m[1:].sum()) for m in masks))
+    )
     loss.backward()
     for k in range(DEPTHS):
         assert model.model.mtp_layers[k].input_proj.weight.grad.abs().sum() > 0
@@ -112,15 +132,26 @@ def test_a_forward_without_mtp_losses_is_an_error_not_a_silent_main_only_loss():
 
 def sft_config(tmp_path, layers=2, **engine):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "mimo", "num_nextn_predict_layers": layers}))
-    return OmegaConf.create({"engine": {"strategy": "fsdp2", "ulysses_sequence_parallel_size": 1, **engine},
-                             "model": {"path": str(tmp_path), "mtp": {"enable": False, "enable_train": False, "mtp_loss_scaling_factor": 0.1}}})
+    return OmegaConf.create(
+        {
+            "engine": {"strategy": "fsdp2", "ulysses_sequence_parallel_size": 1, **engine},
+            "model": {
+                "path": str(tmp_path),
+                "mtp": {"enable": False, "enable_train": False, "mtp_loss_scaling_factor": 0.1},
+            },
+        }
+    )
 
 
 def test_configure_writes_verls_mtp_keys_and_rejects_what_cannot_run(tmp_path):
     config = sft_config(tmp_path)
     config.reasonrl = {"mtp": {"loss_weight": 0.25}}
     assert configure(config) is True  # FSDP: our loss
-    assert (config.model.mtp.enable, config.model.mtp.enable_train, config.model.mtp.mtp_loss_scaling_factor) == (True, True, 0.25)
+    assert (config.model.mtp.enable, config.model.mtp.enable_train, config.model.mtp.mtp_loss_scaling_factor) == (
+        True,
+        True,
+        0.25,
+    )
 
     megatron = sft_config(tmp_path, strategy="megatron")
     assert configure(megatron) is False  # verl's own megatron-core MTP loss

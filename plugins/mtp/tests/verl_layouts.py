@@ -16,10 +16,16 @@ def engine_log_probs(model, sequences: list[torch.Tensor], packed: bool) -> torc
     flat order (``torch.roll`` by -1 over the concatenation)."""
     lengths = [len(seq) for seq in sequences]
     if packed:
-        logits = model(input_ids=torch.cat(sequences)[None], position_ids=torch.cat([torch.arange(n) for n in lengths])[None], use_cache=False).logits[0]
+        logits = model(
+            input_ids=torch.cat(sequences)[None],
+            position_ids=torch.cat([torch.arange(n) for n in lengths])[None],
+            use_cache=False,
+        ).logits[0]
     else:
         padded = torch.nn.utils.rnn.pad_sequence(sequences, batch_first=True)
-        attention = torch.nn.utils.rnn.pad_sequence([torch.ones(n, dtype=torch.long) for n in lengths], batch_first=True)
+        attention = torch.nn.utils.rnn.pad_sequence(
+            [torch.ones(n, dtype=torch.long) for n in lengths], batch_first=True
+        )
         positions = torch.nn.utils.rnn.pad_sequence([torch.arange(n) for n in lengths], batch_first=True)
         full = model(input_ids=padded, attention_mask=attention, position_ids=positions, use_cache=False).logits
         logits = torch.cat([full[row, :n] for row, n in enumerate(lengths)])

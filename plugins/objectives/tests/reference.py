@@ -8,7 +8,9 @@ import math
 import torch
 
 
-def longcat_equation_4(log_prob, old_log_prob, rollout_log_prob, advantages, mask, eps_neg_low, eps_pos_high, eps_neg_high, tis_cap, t_max):
+def longcat_equation_4(
+    log_prob, old_log_prob, rollout_log_prob, advantages, mask, eps_neg_low, eps_pos_high, eps_neg_high, tis_cap, t_max
+):
     """The loss −J of LongCat equation 4, J = 1/(G·T_max) Σ_i Σ_t w·max(min(r·A, clip·A), ε_nh·A)
     [outer max only where A < 0], w = min(exp(old − rollout), C) without gradient; G = number
     of responses (rows), masked ones included."""
@@ -37,5 +39,7 @@ def kimi_sample_losses(log_prob, old_log_prob, rewards, mask, tau):
     for j in range(log_prob.shape[0]):
         sequence_log_prob = sum(log_prob[j, t] for t in range(log_prob.shape[1]) if mask[j, t])
         sequence_old = sum(old_log_prob[j, t] for t in range(log_prob.shape[1]) if mask[j, t])
-        losses.append(-(rewards[j] - mean_reward) * sequence_log_prob + tau / 2 * (sequence_log_prob - sequence_old) ** 2)
+        losses.append(
+            -(rewards[j] - mean_reward) * sequence_log_prob + tau / 2 * (sequence_log_prob - sequence_old) ** 2
+        )
     return sum(losses) / len(losses)

@@ -50,9 +50,26 @@ def test_each_invalid_knob_fails_naming_key_and_range(knob, value, allowed):
     ("overrides", "key"),
     [
         (["reasonrl.objective.eps_pos_high_schedule=linear"], "reasonrl.objective.eps_pos_high_end"),
-        (["reasonrl.objective.eps_pos_high_schedule=step", "reasonrl.objective.eps_pos_high_milestones=[5,3]"], "reasonrl.objective.eps_pos_high_milestones"),
-        (["reasonrl.objective.eps_pos_high_schedule=step", "reasonrl.objective.eps_pos_high_milestones=[2,4]", "reasonrl.objective.eps_pos_high_factor=2.0"], "reasonrl.objective.eps_pos_high_factor"),
-        (["reasonrl.objective.eps_pos_high_schedule=linear", "reasonrl.objective.eps_pos_high_end=0.3", "trainer.v1.trainer_mode=sync"], "trainer.v1.trainer_mode"),
+        (
+            ["reasonrl.objective.eps_pos_high_schedule=step", "reasonrl.objective.eps_pos_high_milestones=[5,3]"],
+            "reasonrl.objective.eps_pos_high_milestones",
+        ),
+        (
+            [
+                "reasonrl.objective.eps_pos_high_schedule=step",
+                "reasonrl.objective.eps_pos_high_milestones=[2,4]",
+                "reasonrl.objective.eps_pos_high_factor=2.0",
+            ],
+            "reasonrl.objective.eps_pos_high_factor",
+        ),
+        (
+            [
+                "reasonrl.objective.eps_pos_high_schedule=linear",
+                "reasonrl.objective.eps_pos_high_end=0.3",
+                "trainer.v1.trainer_mode=sync",
+            ],
+            "trainer.v1.trainer_mode",
+        ),
         (["actor_rollout_ref.actor.clip_ratio_high=0.3"], "actor_rollout_ref.actor.clip_ratio_high"),
         (["actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"], "actor_rollout_ref.actor.policy_loss.loss_mode"),
     ],
@@ -64,10 +81,18 @@ def test_cross_field_rules(overrides, key):
 
 
 def test_option_file_maps_every_report_knob_onto_verl():
-    config = compose("recipe=mimo", "+reasonrl/objective=longcat", "reasonrl.objective.eps_pos_high=0.31", "reasonrl.objective.tis_cap=1.5")
+    config = compose(
+        "recipe=mimo",
+        "+reasonrl/objective=longcat",
+        "reasonrl.objective.eps_pos_high=0.31",
+        "reasonrl.objective.tis_cap=1.5",
+    )
     actor = config.actor_rollout_ref.actor
     assert (actor.clip_ratio_low, actor.clip_ratio_high, actor.clip_ratio_c) == (0.2, 0.31, 3.0)
-    assert (actor.loss_agg_mode, actor.loss_scale_factor) == ("seq-mean-token-sum-norm", config.data.max_response_length)
+    assert (actor.loss_agg_mode, actor.loss_scale_factor) == (
+        "seq-mean-token-sum-norm",
+        config.data.max_response_length,
+    )
     assert actor.policy_loss.loss_mode == "longcat" and actor.policy_loss.tis_cap == 1.5 and not actor.use_kl_loss
     correction = config.algorithm.rollout_correction
     assert (correction.rollout_is, correction.rollout_is_threshold) == ("token", 1.5)
@@ -93,17 +118,38 @@ def test_merged_config_makes_verls_vanilla_loss_equation_4():
     advantages = torch.randn(rows, 1, generator=generator, dtype=torch.float64).expand(rows, columns).clone()
     mask = torch.arange(columns)[None, :] < torch.tensor([12, 5, 0, 9, 12, 1])[:, None]
     correction = config.algorithm.rollout_correction
-    weights, _ = compute_rollout_correction_weights(old - rollout, mask, rollout_is=correction.rollout_is, rollout_is_threshold=correction.rollout_is_threshold)
-    actor.global_batch_info.update(dp_size=1, batch_num_tokens=None, global_batch_size=rows, loss_scale_factor=actor.loss_scale_factor)
+    weights, _ = compute_rollout_correction_weights(
+        old - rollout, mask, rollout_is=correction.rollout_is, rollout_is_threshold=correction.rollout_is_threshold
+    )
+    actor.global_batch_info.update(
+        dp_size=1, batch_num_tokens=None, global_batch_size=rows, loss_scale_factor=actor.loss_scale_factor
+    )
     loss, _metrics = get_policy_loss_fn("vanilla")(old, log_prob, advantages, mask, actor.loss_agg_mode, actor, weights)
     objective = config.reasonrl.objective
-    expected = longcat_equation_4(log_prob, old, rollout, advantages, mask, objective.eps_neg_low, objective.eps_pos_high, objective.eps_neg_high, objective.tis_cap, objective.t_max)
+    expected = longcat_equation_4(
+        log_prob,
+        old,
+        rollout,
+        advantages,
+        mask,
+        objective.eps_neg_low,
+        objective.eps_pos_high,
+        objective.eps_neg_high,
+        objective.tis_cap,
+        objective.t_max,
+    )
     assert torch.allclose(loss, expected, atol=1e-9)
 
 
-@pytest.mark.parametrize(("top_p", "top_k", "refused"), [(1.0, -1, False), (0.95, -1, True), (1.0, 20, True), (1.0, 0, False)])
+@pytest.mark.parametrize(
+    ("top_p", "top_k", "refused"), [(1.0, -1, False), (0.95, -1, True), (1.0, 20, True), (1.0, 0, False)]
+)
 def test_tis_with_truncated_sampling_is_refused_unless_allowed(top_p, top_k, refused):
-    overrides = ["recipe=longcat", f"actor_rollout_ref.rollout.top_p={top_p}", f"actor_rollout_ref.rollout.top_k={top_k}"]
+    overrides = [
+        "recipe=longcat",
+        f"actor_rollout_ref.rollout.top_p={top_p}",
+        f"actor_rollout_ref.rollout.top_k={top_k}",
+    ]
     if refused:
         with pytest.raises(ConfigError) as error:
             validate(*overrides)
@@ -149,20 +195,32 @@ def test_schedule_callback_only_for_a_changing_schedule():
 
     assert build(compose("recipe=longcat")) is None
     assert build(compose("recipe=mimo")) is None
-    callback = build(compose("recipe=longcat", "reasonrl.objective.eps_pos_high_schedule=linear", "reasonrl.objective.eps_pos_high_end=0.4", "reasonrl.objective.eps_pos_high_steps=3"))
+    callback = build(
+        compose(
+            "recipe=longcat",
+            "reasonrl.objective.eps_pos_high_schedule=linear",
+            "reasonrl.objective.eps_pos_high_end=0.4",
+            "reasonrl.objective.eps_pos_high_steps=3",
+        )
+    )
     extra_info, metrics = {}, {}
 
     class Trainer:
         global_steps = 2
 
     callback.before_actor_update(Trainer(), extra_info, metrics)
-    assert abs(extra_info["reasonrl_eps_pos_high"] - 0.34) < 1e-12 and metrics["actor/eps_pos_high"] == extra_info["reasonrl_eps_pos_high"]
+    assert (
+        abs(extra_info["reasonrl_eps_pos_high"] - 0.34) < 1e-12
+        and metrics["actor/eps_pos_high"] == extra_info["reasonrl_eps_pos_high"]
+    )
 
 
 def test_bench_objective_prints_both_times_and_their_ratio():
     from reasonrl.testing.fresh_process import reasonrl_fresh
 
-    result = reasonrl_fresh(["bench", "objective", "--batch", "4", "--tokens", "64", "--repeats", "2", "--device", "cpu"])
+    result = reasonrl_fresh(
+        ["bench", "objective", "--batch", "4", "--tokens", "64", "--repeats", "2", "--device", "cpu"]
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     lines = {line.split()[0]: line for line in result.stdout.splitlines() if line.strip()}
     vanilla, longcat = (float(lines[name].split()[-2]) for name in ("vanilla", "longcat"))

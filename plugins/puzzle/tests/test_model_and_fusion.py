@@ -14,7 +14,14 @@ from reasonrl.plugins.puzzle.library import AttentionVariant, FfnVariant, block_
 from reasonrl.plugins.puzzle.model import DeciLMForCausalLM, register_with_transformers
 from reasonrl.plugins.puzzle.subblocks import build_model, nas_config, split_layers
 
-BASE = dict(vocab_size=40, hidden_size=128, num_attention_heads=4, num_hidden_layers=4, max_position_embeddings=64, rms_norm_eps=1e-5)
+BASE = dict(
+    vocab_size=40,
+    hidden_size=128,
+    num_attention_heads=4,
+    num_hidden_layers=4,
+    max_position_embeddings=64,
+    rms_norm_eps=1e-5,
+)
 
 
 def llama(seed=0) -> LlamaForCausalLM:
@@ -50,28 +57,47 @@ def test_ffn_mult_round_trips_and_refuses_what_the_format_cannot_hold():
 def test_block_configs_round_trip_through_config_json(tmp_path):
     register_with_transformers()
     parent = llama()
-    chosen = blocks(PARENT, (AttentionVariant("attention", 1), FfnVariant("ffn", 256)), (AttentionVariant("linear"), FfnVariant("linear")), (AttentionVariant("no_op"), FfnVariant("no_op")))
+    chosen = blocks(
+        PARENT,
+        (AttentionVariant("attention", 1), FfnVariant("ffn", 256)),
+        (AttentionVariant("linear"), FfnVariant("linear")),
+        (AttentionVariant("no_op"), FfnVariant("no_op")),
+    )
     child = DeciLMForCausalLM(nas_config(parent.config, chosen)).eval()
     child.save_pretrained(tmp_path)
     saved = json.loads((tmp_path / "config.json").read_text())
     assert saved["model_type"] == "nemotron-nas" and saved["architectures"] == ["DeciLMForCausalLM"]
-    assert saved["block_configs"][1]["attention"]["n_heads_in_group"] == 4 and saved["block_configs"][1]["ffn"]["ffn_mult"] == 3.0
+    assert (
+        saved["block_configs"][1]["attention"]["n_heads_in_group"] == 4
+        and saved["block_configs"][1]["ffn"]["ffn_mult"] == 3.0
+    )
     assert saved["block_configs"][3]["attention"]["no_op"] and saved["block_configs"][2]["ffn"]["replace_with_linear"]
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
     assert loaded.config.block_configs == chosen
     tokens = torch.randint(0, 40, (2, 16))
     assert torch.allclose(loaded(tokens).logits, child(tokens).logits, atol=1e-6)
-    assert {"model.layers.2.self_attn.linear_attn.weight", "model.layers.2.mlp.linear_mlp.weight"} <= set(loaded.state_dict())
+    assert {"model.layers.2.self_attn.linear_attn.weight", "model.layers.2.mlp.linear_mlp.weight"} <= set(
+        loaded.state_dict()
+    )
     assert not any(k.startswith("model.layers.3.") for k in loaded.state_dict()), "no-op blocks hold no weights"
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    ([{"attention": {"n_heads_in_group": 1, "flash": True}, "ffn": {"ffn_mult": 1.0}}], r"block_configs\[0\].attention: unknown key 'flash'"),
-    ([{"attention": {"n_heads_in_group": 3}, "ffn": {"ffn_mult": 1.0}}], "must divide num_attention_heads"),
-    ([{"attention": {"n_heads_in_group": 1}, "mlp": {}}], r"block_configs\[0\]: unknown key 'mlp'"),
-    ([{"attention": {"no_op": True, "window_length": 128}, "ffn": {"no_op": True}}], "window_length = 128 is not supported"),
-    ([{"attention": {"no_op": True}, "ffn": {"ffn_mult": -1}}], "ffn_mult = -1 must be a positive number"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (
+            [{"attention": {"n_heads_in_group": 1, "flash": True}, "ffn": {"ffn_mult": 1.0}}],
+            r"block_configs\[0\].attention: unknown key 'flash'",
+        ),
+        ([{"attention": {"n_heads_in_group": 3}, "ffn": {"ffn_mult": 1.0}}], "must divide num_attention_heads"),
+        ([{"attention": {"n_heads_in_group": 1}, "mlp": {}}], r"block_configs\[0\]: unknown key 'mlp'"),
+        (
+            [{"attention": {"no_op": True, "window_length": 128}, "ffn": {"no_op": True}}],
+            "window_length = 128 is not supported",
+        ),
+        ([{"attention": {"no_op": True}, "ffn": {"ffn_mult": -1}}], "ffn_mult = -1 must be a positive number"),
+    ],
+)
 def test_bad_block_configs_name_the_entry_and_key(raw, message):
     with pytest.raises(BlockConfigError, match=message):
         parse_block_configs(raw, num_attention_heads=4, hidden_size=128)
@@ -80,7 +106,12 @@ def test_bad_block_configs_name_the_entry_and_key(raw, message):
 def test_ffn_fusion_equals_the_parallel_run_exactly():
     parent = llama(seed=3)
     no_attention = AttentionVariant("no_op")
-    chosen = blocks(PARENT, (no_attention, FfnVariant("ffn", 512)), (no_attention, FfnVariant("ffn", 256)), (no_attention, FfnVariant("ffn", 512)))
+    chosen = blocks(
+        PARENT,
+        (no_attention, FfnVariant("ffn", 512)),
+        (no_attention, FfnVariant("ffn", 256)),
+        (no_attention, FfnVariant("ffn", 512)),
+    )
     child = DeciLMForCausalLM(nas_config(parent.config, chosen)).eval()
     with torch.no_grad():
         for name, tensor in child.named_parameters():

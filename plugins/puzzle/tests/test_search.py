@@ -20,7 +20,10 @@ def instances(draw):
     quality = rng.random((layers, variants)).round(3)
     quality[rng.random((layers, variants)) < 0.15] = np.inf
     quality[:, 0] = rng.random(layers).round(3)  # every layer keeps at least one allowed variant
-    resources = {name: rng.integers(0, 20, (layers, variants)).astype(float) for name in ("params", "kv", "latency")[: draw(st.integers(0, 3))]}
+    resources = {
+        name: rng.integers(0, 20, (layers, variants)).astype(float)
+        for name in ("params", "kv", "latency")[: draw(st.integers(0, 3))]
+    }
     budgets = {name: float(draw(st.integers(0, 20 * layers))) for name in resources}
     return quality, resources, budgets
 
@@ -71,7 +74,12 @@ def test_pricing_fusion_in_admits_a_child_that_does_not_fit_without_it():
     fusable = np.array([[False, True, False], [False, True, False]])
     plain = solve(quality, {"latency": latency}, {"latency": 10.0})
     fused = solve(quality, {"latency": latency}, {"latency": 10.0}, fusable=fusable, fusion_saving={"latency": 2.0})
-    assert plain.quality == 4.0 and fused.choice.tolist() == [1, 1] and fused.quality == 2.0 and fused.resources["latency"] == 10.0
+    assert (
+        plain.quality == 4.0
+        and fused.choice.tolist() == [1, 1]
+        and fused.quality == 2.0
+        and fused.resources["latency"] == 10.0
+    )
 
 
 def greedy_or_infeasible(quality, resources, budgets) -> float:
@@ -87,7 +95,9 @@ def test_facade_returns_one_variant_per_layer_within_budget():
     assert solve_architecture(quality, {"params": params}, {"params": 30}) == [0, 0, 0]
     assert solve_architecture(quality, {"params": params}, {"params": 25}) == [0, 1, 0]
     tight = solve_architecture(quality, {"params": params}, {"params": 16})
-    assert sum(params[i, j] for i, j in enumerate(tight)) <= 16 and tight[2] != 2, "inf marks a variant not allowed in a layer"
+    assert sum(params[i, j] for i, j in enumerate(tight)) <= 16 and tight[2] != 2, (
+        "inf marks a variant not allowed in a layer"
+    )
 
 
 def test_budget_below_the_smallest_model_is_named():

@@ -4,7 +4,25 @@ Backends: :class:`LocalJudge` (bubblewrap sandboxes with warm runners, this mach
 :class:`SandboxFusionJudge` (an existing SandboxFusion server). Formats: ``formats.py``.
 """
 
-from reasonrl.plugins.rewards.judge.formats import JudgeResult, Problem, Submission, TestCase, Verdict, outputs_match, parse_tests
+from reasonrl.plugins.rewards.judge.formats import (
+    JudgeResult,
+    Problem,
+    Submission,
+    TestCase,
+    Verdict,
+    outputs_match,
+    parse_tests,
+)
 from reasonrl.plugins.rewards.judge.local import JudgeLimits, LocalJudge
 
-__all__ = ["JudgeLimits", "JudgeResult", "LocalJudge", "Problem", "Submission", "TestCase", "Verdict", "outputs_match", "parse_tests"]
+__all__ = [
+    "JudgeLimits",
+    "JudgeResult",
+    "LocalJudge",
+    "Problem",
+    "Submission",
+    "TestCase",
+    "Verdict",
+    "outputs_match",
+    "parse_tests",
+]

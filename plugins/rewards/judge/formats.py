@@ -37,7 +37,6 @@ class TestCase:
     assertion: str | None = None
 
 
-
 @dataclass(frozen=True)
 class Problem:
     problem_id: str
@@ -87,8 +86,14 @@ class JudgeResult:
 
     @classmethod
     def from_json(cls, record: dict) -> "JudgeResult":
-        return cls(record["problem_id"], record.get("solution_id", ""), record.get("language", "python"),
-                   [Verdict(v) for v in record["verdicts"]], list(record.get("times_s", [])), record.get("message", ""))
+        return cls(
+            record["problem_id"],
+            record.get("solution_id", ""),
+            record.get("language", "python"),
+            [Verdict(v) for v in record["verdicts"]],
+            list(record.get("times_s", [])),
+            record.get("message", ""),
+        )
 
 
 def parse_tests(tests) -> tuple[TestCase, ...]:

@@ -19,6 +19,7 @@ from reasonrl.plugins.rewards.judge.batch import BatchJudge
 from reasonrl.plugins.rewards.judge.formats import JudgeResult, Submission, Verdict, outputs_match
 from reasonrl.plugins.rewards.judge.sandbox import Sandbox, SandboxFailure, SandboxUnavailable
 
+
 @dataclass(frozen=True)
 class JudgeLimits:
     """Per-test limits. ``time_s`` is CPU time; the wall-clock limit is ``time_s · wall_factor + 0.5``."""
@@ -35,8 +36,17 @@ class JudgeLimits:
     tmp_size_mb: int = 256
 
     def __post_init__(self):
-        for key, low in (("time_s", 0.01), ("wall_factor", 1.0), ("memory_mb", 64), ("max_processes", 1), ("max_file_mb", 1),
-                         ("max_open_files", 8), ("compile_time_s", 0.1), ("compile_memory_mb", 256), ("tmp_size_mb", 16)):
+        for key, low in (
+            ("time_s", 0.01),
+            ("wall_factor", 1.0),
+            ("memory_mb", 64),
+            ("max_processes", 1),
+            ("max_file_mb", 1),
+            ("max_open_files", 8),
+            ("compile_time_s", 0.1),
+            ("compile_memory_mb", 256),
+            ("tmp_size_mb", 16),
+        ):
             if getattr(self, key) < low:
                 raise ValueError(f"JudgeLimits.{key} = {getattr(self, key)}: must be ≥ {low}")
 
@@ -87,8 +97,16 @@ class LocalJudge(BatchJudge):
 
     def _request(self, submission: Submission) -> dict:
         problem = submission.problem  # the sandbox never sees an expected output
-        tests = [{"code": problem.test_code(test)} if test.assertion is not None else {"stdin": test.stdin or ""} for test in problem.tests]
-        return {"language": submission.language, "source": submission.code, "tests": tests, "limits": self.limits.to_runner()}
+        tests = [
+            {"code": problem.test_code(test)} if test.assertion is not None else {"stdin": test.stdin or ""}
+            for test in problem.tests
+        ]
+        return {
+            "language": submission.language,
+            "source": submission.code,
+            "tests": tests,
+            "limits": self.limits.to_runner(),
+        }
 
     def _timeout(self, submission: Submission) -> float:
         per_test = self.limits.time_s * self.limits.wall_factor + 1.5
@@ -111,4 +129,3 @@ class LocalJudge(BatchJudge):
         for sandbox in self._all:
             sandbox.close()
         self._executor.shutdown(wait=False)
-

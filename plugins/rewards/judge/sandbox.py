@@ -55,7 +55,9 @@ def bubblewrap_command(slot: int, tmp_size_mb: int) -> list[str]:
     """The full command line that starts the runner of worker ``slot`` in its sandbox."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
-        raise SandboxUnavailable("bubblewrap (bwrap) is not installed: apt-get install bubblewrap (scripts/setup_env.sh does it)")
+        raise SandboxUnavailable(
+            "bubblewrap (bwrap) is not installed: apt-get install bubblewrap (scripts/setup_env.sh does it)"
+        )
     as_root = os.geteuid() == 0
     command = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not as_root:
@@ -80,10 +82,31 @@ def bubblewrap_command(slot: int, tmp_size_mb: int) -> list[str]:
         if not any(tree == b or tree.startswith(b + "/") for b in bound_under_tmp):
             command += ["--ro-bind", tree, tree]
             bound_under_tmp.append(tree)
-    command += ["--dev", "/dev", "--proc", "/proc", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--chdir", "/tmp"]
+    command += [
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        "/usr/bin:/bin",
+        "--chdir",
+        "/tmp",
+    ]
     if as_root:
         uid = str(SANDBOX_UID_BASE + slot)
-        command += ["/usr/bin/setpriv", "--reuid", uid, "--regid", uid, "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+        command += [
+            "/usr/bin/setpriv",
+            "--reuid",
+            uid,
+            "--regid",
+            uid,
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+        ]
     # -S: no site.py and .pth processing (a leaner runner forks faster); the runner puts the
     # site-packages directories on sys.path itself, so programs can still import numpy etc.
     command += [sys.executable, "-I", "-S", "-B", ZYGOTE_PATH, "/tmp/judge", os.pathsep.join(_site_packages())]
@@ -114,8 +137,12 @@ class Sandbox:
         command = bubblewrap_command(self.slot, self.tmp_size_mb) + [str(request_read), str(response_write)]
         try:
             self._process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                pass_fds=(request_read, response_write), close_fds=True,
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                pass_fds=(request_read, response_write),
+                close_fds=True,
             )
         finally:
             os.close(request_read)

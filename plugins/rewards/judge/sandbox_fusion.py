@@ -68,7 +68,11 @@ def verdict_from_response(response: dict, test: TestCase, float_tolerance: float
         return Verdict.RUNTIME_ERROR
     if test.assertion is not None:
         return Verdict.PASSED
-    return Verdict.PASSED if outputs_match(run.get("stdout") or "", test.expected_stdout or "", float_tolerance) else Verdict.WRONG_ANSWER
+    return (
+        Verdict.PASSED
+        if outputs_match(run.get("stdout") or "", test.expected_stdout or "", float_tolerance)
+        else Verdict.WRONG_ANSWER
+    )
 
 
 class SandboxFusionJudge(BatchJudge):
@@ -84,7 +88,9 @@ class SandboxFusionJudge(BatchJudge):
         data = json.dumps(body).encode()
         timeout = self.limits.compile_time_s + self.limits.time_s + 10
         for attempt in range(self.retries):
-            request = urllib.request.Request(self.url, data=data, headers={"Content-Type": "application/json", "Accept": "application/json"})
+            request = urllib.request.Request(
+                self.url, data=data, headers={"Content-Type": "application/json", "Accept": "application/json"}
+            )
             try:
                 with urllib.request.urlopen(request, timeout=timeout) as reply:
                     return json.loads(reply.read())
@@ -107,5 +113,3 @@ class SandboxFusionJudge(BatchJudge):
             result.verdicts.append(verdict_from_response(response, test, self.limits.float_tolerance))
             result.times_s.append(float((response.get("run_result") or {}).get("execution_time") or 0.0))
         return result
-
-

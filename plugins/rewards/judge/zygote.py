@@ -31,7 +31,14 @@ import struct
 import sys
 import time
 
-EXIT_RUNTIME_ERROR, EXIT_MEMORY_ERROR, EXIT_COMPILE_ERROR, EXIT_SETUP_FAILED, EXIT_INVALID_TEST, EXIT_ASSERTION_FAILED = 101, 102, 103, 104, 105, 106
+(
+    EXIT_RUNTIME_ERROR,
+    EXIT_MEMORY_ERROR,
+    EXIT_COMPILE_ERROR,
+    EXIT_SETUP_FAILED,
+    EXIT_INVALID_TEST,
+    EXIT_ASSERTION_FAILED,
+) = 101, 102, 103, 104, 105, 106
 OUTPUT_KEEP = 1 << 20  # at most this many bytes of a test's stdout are sent back; stderr: 4 KiB
 #: Modules solutions commonly import, loaded once here so children start warm. Kept short on
 #: purpose: every preloaded page makes each fork dearer (decimal, random, statistics, … would
@@ -43,7 +50,7 @@ def send_message(fd: int, message: dict) -> None:
     payload = json.dumps(message).encode()
     view = memoryview(struct.pack(">I", len(payload)) + payload)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def recv_message(fd: int) -> dict | None:
@@ -221,15 +228,21 @@ def _python_body(source: str, test_source: str | None, nonce: bytes | None, forg
 
 def _exec_body(argv: list[str]):
     def body(_nonce_fd: int) -> None:
-        os.execve(argv[0], argv, {"PATH": "/usr/bin:/bin", "HOME": os.getcwd(), "TMPDIR": os.getcwd(), "LANG": "C.UTF-8"})
+        os.execve(
+            argv[0], argv, {"PATH": "/usr/bin:/bin", "HOME": os.getcwd(), "TMPDIR": os.getcwd(), "LANG": "C.UTF-8"}
+        )
 
     return body
 
 
 def _classify(status: int, timed_out: bool, cpu: float, limit_s: float, stderr_tail: str) -> str:
     signalled = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-    if (timed_out or cpu > limit_s or signalled == signal.SIGXCPU  # RLIMIT_CPU's soft limit
-            or (signalled == signal.SIGKILL and cpu >= 0.9 * _cpu_rlimit(limit_s))):  # ... its hard limit
+    if (
+        timed_out
+        or cpu > limit_s
+        or signalled == signal.SIGXCPU  # RLIMIT_CPU's soft limit
+        or (signalled == signal.SIGKILL and cpu >= 0.9 * _cpu_rlimit(limit_s))
+    ):  # ... its hard limit
         return "time_limit"
     code = os.waitstatus_to_exitcode(status)
     if code == EXIT_MEMORY_ERROR or "std::bad_alloc" in stderr_tail:
@@ -304,11 +317,20 @@ def _fresh_dir(root: str, keep: frozenset[str] = frozenset()) -> str:
 def _compile_cpp(source: str, limits: dict, run_dir: str) -> dict:
     with open(os.path.join(run_dir, "solution.cpp"), "w") as handle:
         handle.write(source)
-    compile_limits = dict(limits, memory_mb=limits["compile_memory_mb"], max_processes=max(16, limits["max_processes"]), max_file_mb=max(64, limits["max_file_mb"]))
+    compile_limits = dict(
+        limits,
+        memory_mb=limits["compile_memory_mb"],
+        max_processes=max(16, limits["max_processes"]),
+        max_file_mb=max(64, limits["max_file_mb"]),
+    )
     argv = ["/usr/bin/g++", "-O2", "-std=c++17", "-pipe", "-o", "solution", "solution.cpp"]
     result = _run_one(run_dir, "", dict(compile_limits, time_s=limits["compile_time_s"]), _exec_body(argv), None)
     ok = result["status"] == "ok" and os.path.exists(os.path.join(run_dir, "solution"))
-    return {"ok": ok, "message": "" if ok else (result["stderr"] or result["status"])[-4096:], "status": result["status"]}
+    return {
+        "ok": ok,
+        "message": "" if ok else (result["stderr"] or result["status"])[-4096:],
+        "status": result["status"],
+    }
 
 
 def handle(request: dict, scratch: str) -> dict:
@@ -349,15 +371,36 @@ def main() -> None:
         sys.exit("the judge runner must be PID 1 of its own PID namespace (start it through sandbox.py)")
     # Defaults everywhere: as init we then ignore signals sent from inside the namespace, and
     # children start with SIGPIPE / SIGXFSZ fatal again (Python ignores both at start-up).
-    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGPIPE, signal.SIGXFSZ):
+    for number in (
+        signal.SIGINT,
+        signal.SIGTERM,
+        signal.SIGHUP,
+        signal.SIGUSR1,
+        signal.SIGUSR2,
+        signal.SIGPIPE,
+        signal.SIGXFSZ,
+    ):
         signal.signal(number, signal.SIG_DFL)
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE=0: no ptrace / /proc/1/mem from runs
     for name in PRELOAD:
         __import__(name)
     # The first compile() of a process builds CPython's AST types (~1 ms): do it once here.
-    exec(compile("def _warm(n):\n    return [i * i for i in range(n)]\nassert _warm(3) == [0, 1, 4]\n", "<warm-up>", "exec"), {})
+    exec(
+        compile(
+            "def _warm(n):\n    return [i * i for i in range(n)]\nassert _warm(3) == [0, 1, 4]\n", "<warm-up>", "exec"
+        ),
+        {},
+    )
     os.environ.clear()
-    os.environ.update({"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": scratch, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+    os.environ.update(
+        {
+            "PATH": "/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "HOME": scratch,
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+        }
+    )
     os.makedirs(scratch, exist_ok=True)
     gc.freeze()  # children share the warm heap copy-on-write
     send_message(response_fd, {"ready": True, "pid": os.getpid(), "uid": os.getuid()})

@@ -11,7 +11,13 @@ import pytest
 
 
 def reasonrl(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "reasonrl.cli.main", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "reasonrl.cli.main", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
 
 
 def write_jsonl(path: Path, rows) -> Path:
@@ -20,17 +26,41 @@ def write_jsonl(path: Path, rows) -> Path:
 
 
 def test_judge_then_calibrate(tmp_path):
-    problems = write_jsonl(tmp_path / "problems.jsonl", [
-        {"problem_id": "sum", "tests": {"inputs": ["1 2", "10 20", "100000 200000", "-1 1"], "outputs": ["3", "30", "300000", "0"]}},
-        {"problem_id": "inc", "tests": {"assertions": ["assert inc(1) == 2", "assert inc(-1) == 0"]}},
-    ])
-    solutions = write_jsonl(tmp_path / "solutions.jsonl", [
-        {"problem_id": "sum", "solution_id": "right", "language": "python", "code": "a, b = map(int, input().split())\nprint(a + b)"},
-        {"problem_id": "sum", "solution_id": "small", "language": "python", "code": "a, b = map(int, input().split())\nprint(a + b if b < 1000 else 0)"},
-        {"problem_id": "sum", "solution_id": "positive", "language": "cpp", "code": "#include <cstdio>\nint main(){long a,b;scanf(\"%ld %ld\",&a,&b);printf(\"%ld\\n\", a < 0 ? 1 : a+b);}"},
-        {"problem_id": "sum", "solution_id": "first", "language": "python", "code": "print(3)"},
-        {"problem_id": "inc", "solution_id": "ok", "code": "def inc(x):\n    return x + 1"},
-    ])
+    problems = write_jsonl(
+        tmp_path / "problems.jsonl",
+        [
+            {
+                "problem_id": "sum",
+                "tests": {"inputs": ["1 2", "10 20", "100000 200000", "-1 1"], "outputs": ["3", "30", "300000", "0"]},
+            },
+            {"problem_id": "inc", "tests": {"assertions": ["assert inc(1) == 2", "assert inc(-1) == 0"]}},
+        ],
+    )
+    solutions = write_jsonl(
+        tmp_path / "solutions.jsonl",
+        [
+            {
+                "problem_id": "sum",
+                "solution_id": "right",
+                "language": "python",
+                "code": "a, b = map(int, input().split())\nprint(a + b)",
+            },
+            {
+                "problem_id": "sum",
+                "solution_id": "small",
+                "language": "python",
+                "code": "a, b = map(int, input().split())\nprint(a + b if b < 1000 else 0)",
+            },
+            {
+                "problem_id": "sum",
+                "solution_id": "positive",
+                "language": "cpp",
+                "code": '#include <cstdio>\nint main(){long a,b;scanf("%ld %ld",&a,&b);printf("%ld\\n", a < 0 ? 1 : a+b);}',
+            },
+            {"problem_id": "sum", "solution_id": "first", "language": "python", "code": "print(3)"},
+            {"problem_id": "inc", "solution_id": "ok", "code": "def inc(x):\n    return x + 1"},
+        ],
+    )
     verdicts = tmp_path / "out" / "verdicts.jsonl"
     judged = reasonrl("judge", "--problems", problems, "--solutions", solutions, "--out", verdicts, "--workers", "2")
     assert judged.returncode == 0, judged.stderr
@@ -71,4 +101,6 @@ def test_bench_judge_agrees_with_human_evals_harness():
     assert "passed 164/164" in lines[1] and "passed 164/164" in lines[2]
     # the printed ratio is the two judges' throughputs divided (harness time / judge time)
     rates = [float(line.split("programs/s")[0].split()[-1]) for line in lines[1:3]]
-    assert lines[-1].startswith("ratio: ") and float(lines[-1].split()[1]) == pytest.approx(rates[1] / rates[0], rel=0.02)
+    assert lines[-1].startswith("ratio: ") and float(lines[-1].split()[1]) == pytest.approx(
+        rates[1] / rates[0], rel=0.02
+    )

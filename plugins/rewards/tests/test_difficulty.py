@@ -32,7 +32,11 @@ def test_three_levels_by_hand():
     only_hardest = [False, False, False, False, True]
     assert reward(only_hardest, calibration, "strict") == 0.0
     assert reward(only_hardest, calibration, "soft") == pytest.approx(1 / 3)
-    assert reward([True] * 5, calibration, "strict") == pytest.approx(1.0) == reward([True] * 5, calibration, "all_or_nothing")
+    assert (
+        reward([True] * 5, calibration, "strict")
+        == pytest.approx(1.0)
+        == reward([True] * 5, calibration, "all_or_nothing")
+    )
 
 
 def test_ties_in_pass_rate_share_a_level_and_fewer_levels_are_made():
@@ -62,7 +66,9 @@ def test_all_pass_and_all_fail_columns_with_configured_scores():
     assert reward([True, True, False], calibration, "strict") == pytest.approx(0.2)
     assert reward([True, True, False], calibration, "soft") == pytest.approx(0.7)
     # two distinct rates only: the first two scores, renormalised
-    assert calibrate([[True, False], [True, False]], levels=3, level_scores=[0.2, 0.3, 0.5]).level_scores == pytest.approx((0.4, 0.6))
+    assert calibrate(
+        [[True, False], [True, False]], levels=3, level_scores=[0.2, 0.3, 0.5]
+    ).level_scores == pytest.approx((0.4, 0.6))
 
 
 def test_calibration_round_trips_through_json():

@@ -6,7 +6,16 @@ import asyncio
 
 import pytest
 
-from reasonrl.plugins.rewards.judge import JudgeLimits, LocalJudge, Problem, Submission, TestCase, Verdict, outputs_match, parse_tests
+from reasonrl.plugins.rewards.judge import (
+    JudgeLimits,
+    LocalJudge,
+    Problem,
+    Submission,
+    TestCase,
+    Verdict,
+    outputs_match,
+    parse_tests,
+)
 
 STDIO = Problem("sum", parse_tests({"inputs": ["1 2\n", "5 5\n", "2 2\n"], "outputs": ["3\n", "10\n", "4\n"]}))
 ASSERTS = Problem("inc", parse_tests(["assert inc(1) == 2", "assert inc(-1) == 0", "assert inc(10) == 12"]))
@@ -21,7 +30,9 @@ def judge():
 def test_stdio_verdicts_per_test(judge):
     wrong_on_second = "a, b = map(int, input().split())\nprint(a + b if a != 5 else 0)\n"
     crash_on_third = "a, b = map(int, input().split())\nassert a != 2\nprint(a + b)\n"
-    results = judge.judge_sync([Submission(STDIO, wrong_on_second, solution_id="w"), Submission(STDIO, crash_on_third, solution_id="c")])
+    results = judge.judge_sync(
+        [Submission(STDIO, wrong_on_second, solution_id="w"), Submission(STDIO, crash_on_third, solution_id="c")]
+    )
     assert [r.solution_id for r in results] == ["w", "c"]
     assert results[0].verdicts == [Verdict.PASSED, Verdict.WRONG_ANSWER, Verdict.PASSED]
     assert results[1].verdicts == [Verdict.PASSED, Verdict.PASSED, Verdict.RUNTIME_ERROR]
@@ -44,7 +55,9 @@ def test_compile_errors_and_time_limit(judge):
 
 
 def test_cpp_is_compiled_once_and_run_per_test(judge):
-    code = "#include <cstdio>\nint main(){ long a, b; scanf(\"%ld %ld\", &a, &b); printf(\"%ld\\n\", a == 2 ? 0 : a + b); }\n"
+    code = (
+        '#include <cstdio>\nint main(){ long a, b; scanf("%ld %ld", &a, &b); printf("%ld\\n", a == 2 ? 0 : a + b); }\n'
+    )
     result = judge.judge_one(Submission(STDIO, code, "cpp"))
     assert result.verdicts == [Verdict.PASSED, Verdict.PASSED, Verdict.WRONG_ANSWER]
 
@@ -67,7 +80,9 @@ def test_async_api_runs_submissions_concurrently(judge):
     seen = []
 
     async def main():
-        return await judge.judge([Submission(problem, sleeper, solution_id=str(i)) for i in range(4)], on_result=seen.append)
+        return await judge.judge(
+            [Submission(problem, sleeper, solution_id=str(i)) for i in range(4)], on_result=seen.append
+        )
 
     import time
 
@@ -80,8 +95,16 @@ def test_async_api_runs_submissions_concurrently(judge):
 
 @pytest.mark.parametrize(
     ("actual", "expected", "tolerance", "match"),
-    [("1 2\n3", "1 2 3", None, True), ("1  2", "1 2 3", None, False), ("1.0000001", "1", 1e-6, True),
-     ("1.1", "1", 1e-6, False), ("1.0", "1", None, False), ("nan", "nan", 1e-6, True), ("inf", "1", 1e-6, False), ("", "", None, True)],
+    [
+        ("1 2\n3", "1 2 3", None, True),
+        ("1  2", "1 2 3", None, False),
+        ("1.0000001", "1", 1e-6, True),
+        ("1.1", "1", 1e-6, False),
+        ("1.0", "1", None, False),
+        ("nan", "nan", 1e-6, True),
+        ("inf", "1", 1e-6, False),
+        ("", "", None, True),
+    ],
 )
 def test_outputs_match(actual, expected, tolerance, match):
     assert outputs_match(actual, expected, tolerance) is match

@@ -99,10 +99,23 @@ HOSTILE = {
     "fork_bomb": ("import os\nwhile True:\n    os.fork()\n", {Verdict.RUNTIME_ERROR, Verdict.TIME_LIMIT}),
     "memory_bomb": ("blocks = []\nwhile True:\n    blocks.append(bytearray(64 << 20))\n", {Verdict.MEMORY_LIMIT}),
     "infinite_loop": ("while True:\n    pass\n", {Verdict.TIME_LIMIT}),
-    "ignores_sigterm": ("import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass\n", {Verdict.TIME_LIMIT}),
-    "stdout_flood_1gb": ("import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(chunk)\n", {Verdict.RUNTIME_ERROR}),
-    "kill_parent": ("import os, signal\nfor target in (os.getppid(), 1, -1):\n    try:\n        os.kill(target, signal.SIGKILL)\n    except OSError:\n        pass\nprint('survived')\n", {Verdict.WRONG_ANSWER}),
-    "leftover_children": ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(600)\n    os._exit(0)\nprint(3)\n", {Verdict.RUNTIME_ERROR}),
+    "ignores_sigterm": (
+        "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass\n",
+        {Verdict.TIME_LIMIT},
+    ),
+    "stdout_flood_1gb": (
+        "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(chunk)\n",
+        {Verdict.RUNTIME_ERROR},
+    ),
+    "kill_parent": (
+        "import os, signal\nfor target in (os.getppid(), 1, -1):\n    try:\n        "
+        "os.kill(target, signal.SIGKILL)\n    except OSError:\n        pass\nprint('survived')\n",
+        {Verdict.WRONG_ANSWER},
+    ),
+    "leftover_children": (
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(600)\n    os._exit(0)\nprint(3)\n",
+        {Verdict.RUNTIME_ERROR},
+    ),
 }
 
 
@@ -128,8 +141,16 @@ def test_network_connection_to_the_host_fails(judge, loopback_server):
 
 def test_writes_outside_the_run_directory_fail(judge, tmp_path):
     tmp_path.chmod(0o777)  # writable by anyone on the host: only the sandbox stops the write
-    targets = [tmp_path / "pwned", "/tmp/reasonrl-pwned", os.path.expanduser("~/reasonrl-pwned"), "/var/tmp/reasonrl-pwned"]
-    lines = "".join(f"    try:\n        open({str(t)!r}, 'w').write('x')\n        wrote += 1\n    except OSError:\n        pass\n" for t in targets)
+    targets = [
+        tmp_path / "pwned",
+        "/tmp/reasonrl-pwned",
+        os.path.expanduser("~/reasonrl-pwned"),
+        "/var/tmp/reasonrl-pwned",
+    ]
+    lines = "".join(
+        f"    try:\n        open({str(t)!r}, 'w').write('x')\n        wrote += 1\n    except OSError:\n        pass\n"
+        for t in targets
+    )
     code = f"wrote = 0\nif True:\n{lines}print(3 if wrote == 0 else 'wrote')\nassert wrote == 0\n"
     result = _judge(judge, code)
     # /tmp inside the sandbox is its own tmpfs: the write there succeeds but stays inside.
@@ -169,6 +190,7 @@ def test_cpp_fork_bomb_and_timeout_are_contained(judge):
 
 def test_a_crashed_runner_is_a_judge_error_and_is_replaced(judge):
     """Infrastructure failure (the runner is killed from the host mid-run) → judge_error, then recovery."""
+
     def kill_runner_soon():
         time.sleep(0.5)
         for pid in sandbox_processes(judge):

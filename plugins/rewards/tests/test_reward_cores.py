@@ -108,13 +108,19 @@ OLD_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+#-]*)[^\n]*\n(.*?)```", re.DOTALL
 
 
 @settings(max_examples=2000, deadline=None)
-@given(st.lists(st.sampled_from(["`", "``", "```", "````", "\n", " ", "\t", "py", "python", "c++", "x", "#", "."]), max_size=16))
+@given(
+    st.lists(
+        st.sampled_from(["`", "``", "```", "````", "\n", " ", "\t", "py", "python", "c++", "x", "#", "."]), max_size=16
+    )
+)
 def test_fenced_blocks_equal_the_regular_expression(pieces):
     text = "".join(pieces)
     assert fenced_blocks(text) == OLD_FENCE.findall(text)
 
 
-@pytest.mark.parametrize("hostile", ["`" * 1_000_000, "```" + " " * 1_000_000, "```python\n" + "`" * 1_000_000, "```\n" * 250_000])
+@pytest.mark.parametrize(
+    "hostile", ["`" * 1_000_000, "```" + " " * 1_000_000, "```python\n" + "`" * 1_000_000, "```\n" * 250_000]
+)
 def test_code_extraction_is_linear_on_adversarial_text(hostile):
     """The old expression backtracked quadratically here (400 K backticks: ~90 s)."""
     start = time.perf_counter()

@@ -19,8 +19,17 @@ REQUIRED = {"code", "stdin", "language", "compile_timeout", "run_timeout", "memo
 
 
 def finished(stdout, return_code=0, stderr=""):
-    return {"status": "Success" if return_code == 0 else "Failed", "compile_result": None,
-            "run_result": {"status": "Finished", "stdout": stdout, "stderr": stderr, "return_code": return_code, "execution_time": 0.01}}
+    return {
+        "status": "Success" if return_code == 0 else "Failed",
+        "compile_result": None,
+        "run_result": {
+            "status": "Finished",
+            "stdout": stdout,
+            "stderr": stderr,
+            "return_code": return_code,
+            "execution_time": 0.01,
+        },
+    }
 
 
 #: stdin → (HTTP status, response body): one answer per kind of outcome
@@ -29,8 +38,22 @@ ANSWERS = {
     "wrong": (200, finished("4\n")),
     "crash": (200, finished("", 1, "Traceback ...\nZeroDivisionError")),
     "oom": (200, finished("", 1, "MemoryError")),
-    "slow": (200, {"status": "Failed", "compile_result": None, "run_result": {"status": "TimeLimitExceeded", "stdout": "", "stderr": "", "return_code": None}}),
-    "compile": (200, {"status": "Failed", "compile_result": {"status": "Finished", "return_code": 1, "stderr": "error: expected ';'"}, "run_result": None}),
+    "slow": (
+        200,
+        {
+            "status": "Failed",
+            "compile_result": None,
+            "run_result": {"status": "TimeLimitExceeded", "stdout": "", "stderr": "", "return_code": None},
+        },
+    ),
+    "compile": (
+        200,
+        {
+            "status": "Failed",
+            "compile_result": {"status": "Finished", "return_code": 1, "stderr": "error: expected ';'"},
+            "run_result": None,
+        },
+    ),
     "sandbox": (200, {"status": "SandboxError", "message": "runner crashed"}),
     "http500": (500, {"detail": "internal"}),
     "busy": (504, {"detail": "gateway timeout"}),
@@ -77,11 +100,28 @@ def test_request_fields_and_verdict_mapping(fake_server):
     problem = Problem("p", tests)
     with SandboxFusionJudge(url, JudgeLimits(time_s=1.5, memory_mb=256, compile_time_s=7)) as judge:
         (result,) = judge.judge_sync([Submission(problem, "print(3)", "python", "s1")])
-    assert result.verdicts == [Verdict.PASSED, Verdict.WRONG_ANSWER, Verdict.RUNTIME_ERROR, Verdict.MEMORY_LIMIT, Verdict.TIME_LIMIT,
-                               Verdict.COMPILE_ERROR, Verdict.JUDGE_ERROR, Verdict.JUDGE_ERROR, Verdict.PASSED]
+    assert result.verdicts == [
+        Verdict.PASSED,
+        Verdict.WRONG_ANSWER,
+        Verdict.RUNTIME_ERROR,
+        Verdict.MEMORY_LIMIT,
+        Verdict.TIME_LIMIT,
+        Verdict.COMPILE_ERROR,
+        Verdict.JUDGE_ERROR,
+        Verdict.JUDGE_ERROR,
+        Verdict.PASSED,
+    ]
     request = next(r for r in seen if r["stdin"] == "ok")
-    assert request == {"code": "print(3)", "stdin": "ok", "language": "python", "compile_timeout": 7, "run_timeout": 1.5,
-                       "memory_limit_MB": 256, "files": {}, "fetch_files": []}
+    assert request == {
+        "code": "print(3)",
+        "stdin": "ok",
+        "language": "python",
+        "compile_timeout": 7,
+        "run_timeout": 1.5,
+        "memory_limit_MB": 256,
+        "files": {},
+        "fetch_files": [],
+    }
 
 
 def test_assertion_tests_are_sent_as_one_program(fake_server):
@@ -90,7 +130,9 @@ def test_assertion_tests_are_sent_as_one_program(fake_server):
     with SandboxFusionJudge(url) as judge:
         (result,) = judge.judge_sync([Submission(problem, "def inc(x):\n    return x + 1", "python")])
     assert result.verdicts == [Verdict.PASSED]
-    assert seen[-1]["code"] == "def inc(x):\n    return x + 1\nimport math\nassert inc(1) == 2" and seen[-1]["stdin"] == ""
+    assert (
+        seen[-1]["code"] == "def inc(x):\n    return x + 1\nimport math\nassert inc(1) == 2" and seen[-1]["stdin"] == ""
+    )
 
 
 def test_unreachable_server_is_a_judge_error():

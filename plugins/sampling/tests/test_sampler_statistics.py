@@ -70,7 +70,9 @@ def test_prioritized_smoothing_sets_the_priority_of_unseen_prompts():
 
 
 def _gaussian(pass_rates, **options):
-    return build_sampler("gaussian_curriculum", list(range(len(pass_rates))), pass_rates=pass_rates, bins=8, width=0.15, **options)
+    return build_sampler(
+        "gaussian_curriculum", list(range(len(pass_rates))), pass_rates=pass_rates, bins=8, width=0.15, **options
+    )
 
 
 def test_gaussian_centre_moves_monotonically_from_easy_to_hard_and_batches_match_the_target():
@@ -143,7 +145,9 @@ def test_a_prompt_filtered_more_than_max_requeues_counts_as_consumed():
 
 def test_curriculum_window_grows_from_the_easiest_prompts():
     pass_rates = np.linspace(1.0, 0.0, 100)  # prompt 0 easiest
-    sampler = build_sampler("curriculum", list(range(100)), pass_rates=pass_rates, pace_steps=10, start_fraction=0.2, seed=0)
+    sampler = build_sampler(
+        "curriculum", list(range(100)), pass_rates=pass_rates, pace_steps=10, start_fraction=0.2, seed=0
+    )
     first = sampler.sample(10)
     assert max(first) < 20, "step 0 draws only from the easiest 20%"
     for _ in range(12):
@@ -156,11 +160,22 @@ def test_difficulty_filter_drops_prompts_at_or_above_the_threshold():
     sampler = build_sampler("difficulty_filter", list(rates), pass_rates=rates, seed=0)
     assert sorted(sampler.sample(2) + sampler.sample(2)) == ["b", "b", "d", "d"]  # two epochs of the kept prompts
     assert set(sampler.ids[sampler.selector.active].tolist()) == {"b", "d"}
-    strict = build_sampler("difficulty_filter", list(rates), pass_rates=rates, filter_threshold=0.75, filter_inclusive=False)
+    strict = build_sampler(
+        "difficulty_filter", list(rates), pass_rates=rates, filter_threshold=0.75, filter_inclusive=False
+    )
     assert set(strict.ids[strict.selector.active].tolist()) == {"a", "b", "d"}
 
 
-@pytest.mark.parametrize("names", [["dynamic"], ["easy_pool", "dynamic"], ["prioritized", "easy_pool", "dynamic"], ["curriculum", "easy_pool", "dynamic"], ["difficulty_filter", "gaussian_curriculum", "dynamic"]])
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["dynamic"],
+        ["easy_pool", "dynamic"],
+        ["prioritized", "easy_pool", "dynamic"],
+        ["curriculum", "easy_pool", "dynamic"],
+        ["difficulty_filter", "gaussian_curriculum", "dynamic"],
+    ],
+)
 def test_state_round_trip_continues_exactly(tmp_path, names):
     rng = np.random.default_rng(0)
     rates = rng.random(500)
@@ -187,19 +202,28 @@ def test_state_round_trip_continues_exactly(tmp_path, names):
     assert play(restored, 10) == expected
 
 
-@pytest.mark.parametrize(("call", "key"), [
-    (lambda: build_sampler("easy_pool", [1, 2], alpha=1.5), "reasonrl.sampling.alpha"),
-    (lambda: build_sampler("easy_pool", [1, 2], alpha=-0.1), "reasonrl.sampling.alpha"),
-    (lambda: build_sampler("nonsense", [1, 2]), "reasonrl.sampling.samplers"),
-    (lambda: build_sampler("dynamic", []), "prompt_ids"),
-    (lambda: build_sampler("dynamic", [1, 2], alhpa=0.1), "reasonrl.sampling.alhpa"),
-    (lambda: build_sampler(["dynamic", "easy_pool"], [1, 2]), "reasonrl.sampling.samplers"),
-    (lambda: build_sampler(["curriculum", "prioritized"], [1, 2], pass_rates=[0.1, 0.2], pace_steps=3), "reasonrl.sampling.samplers"),
-    (lambda: build_sampler("gaussian_curriculum", [1, 2], pace_steps=3), "reasonrl.sampling.samplers"),
-    (lambda: build_sampler("gaussian_curriculum", [1, 2], pass_rates=[0.1, 0.2]), "reasonrl.sampling.pace_steps"),
-    (lambda: build_sampler("difficulty_filter", [1, 2], pass_rates=[0.9, 1.0]), "reasonrl.sampling.filter_threshold"),
-    (lambda: build_sampler("difficulty_filter", [1, 2], pass_rates=[0.5, 1.5]), "pass_rates"),
-])
+@pytest.mark.parametrize(
+    ("call", "key"),
+    [
+        (lambda: build_sampler("easy_pool", [1, 2], alpha=1.5), "reasonrl.sampling.alpha"),
+        (lambda: build_sampler("easy_pool", [1, 2], alpha=-0.1), "reasonrl.sampling.alpha"),
+        (lambda: build_sampler("nonsense", [1, 2]), "reasonrl.sampling.samplers"),
+        (lambda: build_sampler("dynamic", []), "prompt_ids"),
+        (lambda: build_sampler("dynamic", [1, 2], alhpa=0.1), "reasonrl.sampling.alhpa"),
+        (lambda: build_sampler(["dynamic", "easy_pool"], [1, 2]), "reasonrl.sampling.samplers"),
+        (
+            lambda: build_sampler(["curriculum", "prioritized"], [1, 2], pass_rates=[0.1, 0.2], pace_steps=3),
+            "reasonrl.sampling.samplers",
+        ),
+        (lambda: build_sampler("gaussian_curriculum", [1, 2], pace_steps=3), "reasonrl.sampling.samplers"),
+        (lambda: build_sampler("gaussian_curriculum", [1, 2], pass_rates=[0.1, 0.2]), "reasonrl.sampling.pace_steps"),
+        (
+            lambda: build_sampler("difficulty_filter", [1, 2], pass_rates=[0.9, 1.0]),
+            "reasonrl.sampling.filter_threshold",
+        ),
+        (lambda: build_sampler("difficulty_filter", [1, 2], pass_rates=[0.5, 1.5]), "pass_rates"),
+    ],
+)
 def test_invalid_options_fail_at_build_naming_the_key(call, key):
     with pytest.raises(ConfigError) as error:
         call()

@@ -18,7 +18,9 @@ from reasonrl.hookspecs import hookimpl
 class ExampleReinforceConfig:
     """Knobs at ``reasonrl.example_reinforce``."""
 
-    entropy_bonus: float = knob(0.0, help="entropy bonus coefficient, mapped onto actor.entropy_coeff", low=0.0, high=0.1)
+    entropy_bonus: float = knob(
+        0.0, help="entropy bonus coefficient, mapped onto actor.entropy_coeff", low=0.0, high=0.1
+    )
 
 
 def _register_loss() -> None:
@@ -29,12 +31,22 @@ def _register_loss() -> None:
 
 @hookimpl
 def reasonrl_plugin_info() -> PluginInfo:
-    return PluginInfo(name="example_reinforce", summary="REINFORCE policy loss for verl (worked example)", reports=("Williams 1992",))
+    return PluginInfo(
+        name="example_reinforce", summary="REINFORCE policy loss for verl (worked example)", reports=("Williams 1992",)
+    )
 
 
 @hookimpl
 def reasonrl_verl_registrations() -> list[Registration]:
-    return [Registration("verl", "policy_loss", "example_reinforce", _register_loss, "core_algos.POLICY_LOSS_REGISTRY['example_reinforce']")]
+    return [
+        Registration(
+            "verl",
+            "policy_loss",
+            "example_reinforce",
+            _register_loss,
+            "core_algos.POLICY_LOSS_REGISTRY['example_reinforce']",
+        )
+    ]
 
 
 @hookimpl

@@ -10,7 +10,9 @@ from __future__ import annotations
 import torch
 
 
-def reinforce_token_loss(log_prob: torch.Tensor, advantages: torch.Tensor, is_weights: torch.Tensor | None = None) -> torch.Tensor:
+def reinforce_token_loss(
+    log_prob: torch.Tensor, advantages: torch.Tensor, is_weights: torch.Tensor | None = None
+) -> torch.Tensor:
     """Per-token REINFORCE loss; ``is_weights`` are detached (they carry no gradient)."""
     loss = -advantages * log_prob
     if is_weights is not None:

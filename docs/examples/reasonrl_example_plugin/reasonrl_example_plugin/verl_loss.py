@@ -13,7 +13,9 @@ from reasonrl_example_plugin.core import reinforce_token_loss
 LOSS_NAME = "example_reinforce"
 
 
-def example_reinforce_loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean", config=None, rollout_is_weights=None):
+def example_reinforce_loss(
+    old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean", config=None, rollout_is_weights=None
+):
     token_loss = reinforce_token_loss(log_prob, advantages, rollout_is_weights)
     # verl's actor fills global_batch_info (dp size, global token/sequence counts, scale).
     batch_info = dict(getattr(config, "global_batch_info", None) or {})
