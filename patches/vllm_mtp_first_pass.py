@@ -46,7 +46,8 @@ PATCH = Patch(
         "give its sample indices and attention metadata to the drafter model if the model has begin_first_pass "
         "(reasonrl's multi-layer MiMo MTP drafter); other drafters are untouched."
     ),
-    upstream_issue="vLLM's MTP drafters receive no per-step index or first-pass metadata (mimo_mtp.py asserts spec_step_idx == 0)",
+    upstream_issue="",  # none filed
+    upstream_problem="vLLM's MTP drafters receive no per-step index or first-pass metadata (mimo_mtp.py asserts spec_step_idx == 0)",
     apply=_apply,
     trigger="vllm",
     when=first_pass_patch_skip_reason,

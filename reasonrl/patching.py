@@ -38,6 +38,8 @@ class Patch:
     ``apply`` performs the change and may assume the version check passed. ``when`` (optional,
     cheap) returns None where the patch is needed in this process, else why not (e.g. a CPU-platform
     patch on a GPU build): the patch is then ``not-applicable`` with that reason, whatever the version.
+    ``upstream_problem`` says what is wrong or missing upstream; ``upstream_issue`` links the
+    upstream issue or PR (empty: none filed — shown as such). At least one must be given.
     """
 
     name: str
@@ -49,13 +51,21 @@ class Patch:
     trigger: Literal["verl", "vllm", "manual"] = "manual"
     distributions: tuple[str, ...] = ()
     when: Callable[[], str | None] | None = None
+    upstream_problem: str = ""
 
     def __post_init__(self) -> None:
         SpecifierSet(self.versions)  # raises InvalidSpecifier on a malformed range
-        if not self.upstream_issue:
-            raise ValueError(f"patch {self.name!r}: name the upstream issue it works around")
+        if not (self.upstream_issue or self.upstream_problem):
+            raise ValueError(
+                f"patch {self.name!r}: name the upstream issue it works around, or say the upstream problem"
+            )
         if self.trigger not in ("verl", "vllm", "manual"):
             raise ValueError(f"patch {self.name!r}: trigger must be verl, vllm or manual")
+
+    def works_around(self) -> str:
+        """The upstream problem and its issue, e.g. ``... (upstream issue: none filed)``."""
+        issue = f"upstream issue: {self.upstream_issue or 'none filed'}"
+        return f"{self.upstream_problem} ({issue})" if self.upstream_problem else issue
 
     def installed_version(self) -> str | None:
         for distribution in self.distributions or (self.package,):
@@ -91,7 +101,7 @@ def assess_patch(patch: Patch) -> tuple[PatchStatus | Literal["would-apply"], st
     if not patch.supports(installed):
         return "refused", (
             f"reasonrl patch {patch.name!r} was written for {patch.package}{patch.versions} "
-            f"(works around {patch.upstream_issue}) but {patch.package} {installed} is installed. "
+            f"(works around {patch.works_around()}) but {patch.package} {installed} is installed. "
             f"Install a {patch.package} version in that range, or a reasonrl release that supports "
             f"{installed}, or set {DISABLE_ENV}={patch.name} to run without it."
         )

@@ -76,3 +76,15 @@ def reasonrl_api_functions():
     from reasonrl.plugins.puzzle.facades import solve_architecture
 
     return {"solve_architecture": solve_architecture}
+
+
+def _child_layer_spec(hf_config: dict, use_te: bool = False):
+    from reasonrl.plugins.puzzle.megatron_adapter import child_layer_spec
+
+    return child_layer_spec(hf_config, use_te=use_te)
+
+
+@hookimpl
+def reasonrl_megatron_layer_specs():
+    # a Puzzle child's heterogeneous blocks as megatron-core layer specs (the NeMo/Megatron route)
+    return {"puzzle_child": _child_layer_spec}

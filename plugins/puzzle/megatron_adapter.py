@@ -91,11 +91,21 @@ def _cpu_rotary_embedding(model):
         use_host_rotary(model)
 
 
+def child_layer_spec(hf_config: dict, use_te: bool = False):
+    """megatron-core's layer specs for a Puzzle child, one per block (no-op, linear and GQA
+    variants): the spec registered as ``reasonrl.api.megatron_layer_spec("puzzle_child",
+    hf_config=...)`` — what a NeMo/Megatron model builder takes. Needs megatron's parallel state."""
+    from megatron.core.models.gpt.heterogeneous.heterogeneous_layer_specs import get_gpt_heterogeneous_layer_spec
+
+    return get_gpt_heterogeneous_layer_spec(megatron_config(hf_config), use_te=use_te)
+
+
 def load_child(child_dir: str | Path):
     """The exported child as a megatron-core ``GPTModel`` (eval mode) with its weights."""
     from megatron.core.models.gpt import GPTModel
-    from megatron.core.models.gpt.heterogeneous.heterogeneous_layer_specs import get_gpt_heterogeneous_layer_spec
     from safetensors.torch import load_file
+
+    from reasonrl.api import megatron_layer_spec
 
     child_dir = Path(child_dir)
     hf_config = json.loads((child_dir / "config.json").read_text())
@@ -103,7 +113,7 @@ def load_child(child_dir: str | Path):
     rope = hf_config.get("rope_parameters") or {}
     model = GPTModel(
         config=config,
-        transformer_layer_spec=get_gpt_heterogeneous_layer_spec(config, use_te=False),
+        transformer_layer_spec=megatron_layer_spec("puzzle_child", hf_config=hf_config),  # the registered spec
         vocab_size=hf_config["vocab_size"],
         max_sequence_length=hf_config["max_position_embeddings"],
         position_embedding_type="rope",

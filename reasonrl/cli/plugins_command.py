@@ -115,6 +115,8 @@ def collect_report(load_verl: bool = True) -> dict[str, Any]:
                 "trigger": patch.trigger,
                 "changes": patch.changes,
                 "upstream_issue": patch.upstream_issue,
+                "upstream_problem": patch.upstream_problem,
+                "works_around": patch.works_around(),
             }
         )
     return {
@@ -161,7 +163,7 @@ def print_report(report: dict[str, Any]) -> None:
         print(
             f"  {patch['name']}: {patch['package']}{patch['versions']} (installed {patch['installed']}) -> {patch['status']}"
             + (f" ({patch['reason']})" if patch["reason"] and patch["status"] != "would-apply" else "")
-            + f"; works around {patch['upstream_issue']}"
+            + f"; works around {patch['works_around']}"
         )
         print(f"      {patch['changes']}")
     if not report["patches"]:
