@@ -45,6 +45,16 @@ def smoke_mimo(tmp_path):
     return tmp_path / "model"
 
 
+def saved_actor(run_dir):
+    """The actor's weights verl saved after step 1 (full tensors)."""
+    saved = torch.load(
+        run_dir / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False
+    )
+    return {
+        name: (tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor) for name, tensor in saved.items()
+    }
+
+
 def test_one_main_job_step_with_frozen_mtp_layers_drafting_in_rollout(tmp_path, run_tag):
     model = smoke_mimo(tmp_path)
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
@@ -62,13 +72,7 @@ def test_one_main_job_step_with_frozen_mtp_layers_drafting_in_rollout(tmp_path, 
     text = log.read_text(errors="replace")
     assert "speculative_config=SpeculativeConfig(method='mtp'" in text and "num_spec_tokens=1" in text, tail(log)
     assert "reasonrl MiMoMultiLayerMTP: drafting with 1 MTP layer(s)" in text, tail(log)
-    before = load_file(model / "model.safetensors")
-    after = torch.load(
-        run_dir / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False
-    )
-    full = {
-        name: (tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor) for name, tensor in after.items()
-    }
+    before, full = load_file(model / "model.safetensors"), saved_actor(run_dir)
     mtp_names = [name for name in full if ".mtp_layers." in name]
     assert len(mtp_names) == len([name for name in before if ".mtp_layers." in name]) > 0
     assert all(torch.equal(full[name], before[name]) for name in mtp_names)  # frozen (MiMo RL)
@@ -79,7 +83,8 @@ def test_one_main_job_step_with_frozen_mtp_layers_drafting_in_rollout(tmp_path, 
 
 def test_one_main_job_step_training_the_mtp_layers_on_the_fsdp_actor(tmp_path, run_tag):
     """reasonrl.mtp.train=true: the MTP loss joins verl's PPO loss in the actor workers (trainer
-    callback + set_loss_fn), the per-depth loss is logged, the MTP layer changes, and drafting
+    callback + set_loss_fn; the losses reach it in model_output from engine mtp_language_model),
+    the per-depth loss is logged, the MTP layer changes, and drafting
     keeps running on the synced drafter."""
     model = smoke_mimo(tmp_path)
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
@@ -99,13 +104,7 @@ def test_one_main_job_step_training_the_mtp_layers_on_the_fsdp_actor(tmp_path, r
         tail(log)
     )
     assert "reasonrl MiMoMultiLayerMTP: drafting with 1 MTP layer(s)" in log.read_text(errors="replace"), tail(log)
-    before = load_file(model / "model.safetensors")
-    after = torch.load(
-        run_dir / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False
-    )
-    full = {
-        name: (tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor) for name, tensor in after.items()
-    }
+    before, full = load_file(model / "model.safetensors"), saved_actor(run_dir)
     assert not torch.equal(
         full["model.mtp_layers.0.input_proj.weight"], before["model.mtp_layers.0.input_proj.weight"]
     )  # trained
@@ -141,10 +140,7 @@ def test_eps_schedule_trained_mtp_layers_and_the_longcat_loss_compose_in_one_ste
     assert abs(step["actor/eps_pos_high"] - 0.25) < 1e-9  # the trainer's schedule
     assert abs(step["actor/longcat/eps_pos_high"] - 0.25) < 1e-9, "the value LongCat's loss used in the worker"
     assert math.isfinite(step["actor/mtp_1_loss"]) and step["actor/mtp_1_loss"] > 0, tail(log)
-    before = load_file(model / "model.safetensors")
-    after = torch.load(
-        run_dir / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False
-    )
-    trained = after["model.mtp_layers.0.input_proj.weight"]
-    trained = trained.full_tensor() if hasattr(trained, "full_tensor") else trained
-    assert not torch.equal(trained, before["model.mtp_layers.0.input_proj.weight"])
+    before, full = load_file(model / "model.safetensors"), saved_actor(run_dir)
+    assert not torch.equal(
+        full["model.mtp_layers.0.input_proj.weight"], before["model.mtp_layers.0.input_proj.weight"]
+    )  # trained

@@ -20,6 +20,12 @@ def _register_model() -> None:
     register_with_transformers()
 
 
+def _register_engines() -> None:
+    from reasonrl.plugins.mtp.verl_engine import register_engines
+
+    register_engines()
+
+
 def _register_drafter() -> None:
     from reasonrl.plugins.mtp.vllm_drafter import register_with_vllm
 
@@ -47,7 +53,16 @@ def reasonrl_verl_registrations() -> list[Registration]:
     return [
         Registration(
             "verl", "transformers_model", "mimo", _register_model, "AutoModelForCausalLM['mimo'] = MiMoForCausalLM"
-        )
+        ),
+        # verl's FSDP engine gives the loss log-probs only: this model type also hands it the MTP losses
+        Registration(
+            "verl",
+            "engine",
+            "mtp_language_model",
+            _register_engines,
+            "EngineRegistry['mtp_language_model'] = verl's FSDP engine + the model's MTP losses in model_output "
+            "(verl's megatron engine as is)",
+        ),
     ]
 
 

@@ -106,3 +106,15 @@ def check_run(config) -> None:
             "training the MTP layers on an FSDP actor needs trainer mode reasonrl_sync (set by +reasonrl/mtp=mimo): "
             "otherwise verl keeps them frozen",
         )
+    if settings.train and select("actor_rollout_ref.actor.strategy") != "megatron":
+        if select("actor_rollout_ref.model.model_type") != "mtp_language_model":
+            raise ConfigError(
+                "actor_rollout_ref.model.model_type",
+                "training the MTP layers on an FSDP actor needs the engine that hands the model's MTP losses to the "
+                "loss: mtp_language_model (set by +reasonrl/mtp=mimo)",
+            )
+        if (select("actor_rollout_ref.actor.ulysses_sequence_parallel_size") or 1) > 1:
+            raise ConfigError(
+                "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+                "the FSDP MTP loss needs whole sequences on each rank: use 1",
+            )

@@ -136,46 +136,29 @@ def mtp_outputs(
     return MTPForwardOutput(main_loss, main.logits, MTPOutput(tokens.means(), tokens.logits))
 
 
-_LATEST: list[MTPTokenLosses | None] = [None]  # this process's last MTP forward (one training forward at a time)
-
-
-def take_mtp_token_losses() -> MTPTokenLosses | None:
-    """The per-token MTP losses of this process's last MiMo training forward, once."""
-    latest, _LATEST[0] = _LATEST[0], None
-    return latest
-
-
-def arm_for_training(depths: int) -> None:
-    """Every MiMo model of this process computes the MTP losses of ``depths`` depths in its
-    forwards that track gradients (an RL actor's update), none in no-grad passes."""
-    MiMoForCausalLM.mtp_loss_depths = depths
-    MiMoForCausalLM.mtp_loss_only_with_grad = True
-
-
 @dataclass
 class MiMoCausalLMOutput(CausalLMOutputWithPast):
-    mtp_token_losses: tuple[torch.Tensor, ...] | None = None  # per depth [batch, T], when mtp_loss_depths is set
+    mtp_token_losses: tuple[torch.Tensor, ...] | None = None  # per depth [batch, T] float, when asked for
+    mtp_token_valid: tuple[torch.Tensor, ...] | None = None  # per depth [batch, T] bool: the target exists
 
 
 class MiMoForCausalLM(Qwen2ForCausalLM):
     """Qwen2 with MiMo's MTP layers. ``forward`` is the main model only (as MiMo's own code)
-    unless a trainer sets ``mtp_loss_depths``: then it also returns the per-token MTP losses of
-    that many depths (``mtp_token_losses``), which the trainer's loss function collects with
-    :func:`take_mtp_token_losses` — verl's FSDP SFT trainer (``verl_sft.py``, set on its model)
-    and RL actor (``verl_rl.py``, per process, training forwards only: ``arm_for_training``).
-    ``mtp_outputs`` adds the MTP losses to a main forward."""
+    unless the caller passes ``mtp_loss_depths=D``: then its output also carries the per-token
+    losses of the first D MTP depths (``mtp_token_losses`` / ``mtp_token_valid``). verl's FSDP
+    engine of model type ``mtp_language_model`` (``verl_engine.py``) asks for them in training
+    forwards and hands them to the loss function in ``model_output``; ``mtp_outputs`` adds the
+    reduced MTP losses to a main forward (``reasonrl mtp`` training)."""
 
     config_class = MiMoConfig
-    mtp_loss_depths = 0
-    mtp_loss_only_with_grad = False  # RL: the actor's log-prob and the reference passes skip MTP
 
     def __init__(self, config: MiMoConfig):
         super().__init__(config)
         self.model.mtp_layers = nn.ModuleList([new_mtp_layer(self) for _ in range(config.num_nextn_predict_layers)])
 
-    def forward(self, input_ids=None, attention_mask=None, position_ids=None, **kwargs):
-        depths = min(self.mtp_loss_depths, self.config.num_nextn_predict_layers)
-        if not depths or input_ids is None or (self.mtp_loss_only_with_grad and not torch.is_grad_enabled()):
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, mtp_loss_depths: int = 0, **kwargs):
+        depths = min(mtp_loss_depths, self.config.num_nextn_predict_layers)
+        if not depths or input_ids is None:
             return super().forward(
                 input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs
             )
@@ -187,12 +170,12 @@ class MiMoForCausalLM(Qwen2ForCausalLM):
             position_ids=position_ids,
             **kwargs,
         )
-        tokens = _LATEST[0] = _mtp_token_losses(
-            self, main_hidden, input_ids, attention_mask, position_ids, None, depths
+        tokens = _mtp_token_losses(self, main_hidden, input_ids, attention_mask, position_ids, None, depths)
+        # Fields of the output: FSDP2 hooks the output's (dataclass) fields to gather the root
+        # unit's parameters (MTP layers, shared head) again before backward reaches them.
+        return MiMoCausalLMOutput(
+            **output, mtp_token_losses=tuple(tokens.per_token), mtp_token_valid=tuple(tokens.valid)
         )
-        # Also a field of the output: FSDP2 hooks the output's (dataclass) fields to gather the
-        # root unit's parameters (MTP layers, shared head) again before backward reaches them.
-        return MiMoCausalLMOutput(**output, mtp_token_losses=tuple(tokens.per_token))
 
     def mtp_outputs(self, input_ids, attention_mask=None, loss_mask=None, depths=None) -> MTPForwardOutput:
         return mtp_outputs(self, input_ids, attention_mask, loss_mask, depths)

@@ -10,9 +10,9 @@ FSDP actor ignores ``mtp.enable_train``. The missing piece, without a patch:
   (trainer mode ``reasonrl_sync``), which adds it to verl's own ``ppo_loss`` beside the other
   plugins' terms (the ε_pos_high schedule, ...) in one composed loss
   (``reasonrl/bridges/verl_actor_loss.py``);
-* arriving in a worker, it arms the process's MiMo models (``hf_model.arm_for_training``): their
-  forwards with gradients — the actor's update, not its log-prob or the reference passes —
-  return the per-token MTP losses.
+* the per-token MTP losses come in ``model_output``: engine model type ``mtp_language_model``
+  (``verl_engine.py``, set by ``+reasonrl/mtp=mimo``) asks the model for them in forwards with
+  gradients — the actor's update, not its log-prob or the reference passes.
 
 Depth k's loss for response token t_j comes from position j-k-1 (the prompt supplies the first
 positions); per-depth losses are logged as ``actor/mtp_{k}_loss``. λ is ``reasonrl.mtp.loss_weight``
@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from reasonrl.plugins.mtp.verl_sft import flat_token_losses
+from reasonrl.plugins.mtp.verl_engine import take_token_losses
 
 METRIC = "actor/mtp_{depth}_loss"
 ALL_LAYERS = 1 << 10  # the checkpoint's config is not local: train every MTP layer it has
@@ -38,12 +38,6 @@ class MTPLossTerm:
     def __init__(self, weight: float, depths: int) -> None:
         self.weight, self.depths = weight, depths
 
-    def on_worker(self) -> None:
-        """In the actor worker: arm the process's MiMo models (training forwards return MTP losses)."""
-        from reasonrl.plugins.mtp.hf_model import arm_for_training
-
-        arm_for_training(self.depths)
-
     def loss(self, config, model_output, data, metrics):
         from verl.trainer.ppo.core_algos import agg_loss
         from verl.utils.metric import Metric
@@ -52,7 +46,7 @@ class MTPLossTerm:
         response_mask = data.select("response_mask").to_padded_tensor()["response_mask"].bool()
         aggregation = metrics["actor/pg_loss"].aggregation
         terms, logged = [], {}
-        for depth, (per_token, valid) in enumerate(flat_token_losses(data), start=1):
+        for depth, (per_token, valid) in enumerate(take_token_losses(model_output)[: self.depths], start=1):
             # slot i of verl's flat layout scores token i+1 (as log-probs do): depth k's loss for
             # t_{i+1} sits at position i-k
             loss_mat = no_padding_2_padding(torch.roll(per_token, shifts=depth), data)

@@ -5,8 +5,8 @@ verl 0.9.1 trains MTP only on its megatron engine (megatron-core's MTP, keys
 MTP layers but computes no MTP loss, and its SFT loss sees log-probs only. This adapter adds the
 missing piece on FSDP and nothing else: verl's own ``SFTTrainer`` and ``sft_loss``, plus
 
-* ``MiMoForCausalLM.mtp_loss_depths`` set on the engine's model, so its forward also returns
-  the per-token MTP losses (``core.mtp_token_losses``, collected with ``take_mtp_token_losses``);
+* the engine of model type ``mtp_language_model`` (``verl_engine.py``), whose training forwards
+  hand the model's per-token MTP losses (``core.mtp_token_losses``) to the loss in ``model_output``;
 * a loss function: verl's ``sft_loss`` + λ · (1/D) Σ_k L^k, with L^k averaged over the targets
   t_{i+k+1} that count in verl's ``loss_mask`` across the whole global batch (the same
   normalisation verl gives the main loss), λ from the schedule at the current step; per-depth
@@ -28,7 +28,8 @@ import torch
 
 from reasonrl.config import ConfigError
 from reasonrl.plugins.mtp.config import KEY, checkpoint_mtp_layers, settings_from
-from reasonrl.plugins.mtp.core import MTPTokenLosses, WeightSchedule
+from reasonrl.plugins.mtp.core import WeightSchedule
+from reasonrl.plugins.mtp.verl_engine import MODEL_TYPE, register_engines, take_token_losses, training_depths
 
 
 def depth_token_counts(loss_mask, depths: int) -> torch.Tensor:
@@ -37,34 +38,6 @@ def depth_token_counts(loss_mask, depths: int) -> torch.Tensor:
     return torch.stack(
         [sum(row[depth + 1 :].sum() for row in loss_mask.unbind()) for depth in range(1, depths + 1)]
     ).to(torch.float32)
-
-
-def to_flat(per_token: torch.Tensor, lengths: list[int], packed: bool) -> torch.Tensor:
-    """A [batch, T] tensor in the model's layout as verl's flat token order (nested ``values()``):
-    packed rows are [1, total (+ pad)]; padded rows are right-padded [batch, max_len]."""
-    if packed:
-        return per_token[0, : sum(lengths)]
-    return torch.cat([per_token[row, :length] for row, length in enumerate(lengths)])
-
-
-def flat_token_losses(data) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Per depth, (loss, valid) of this process's last MTP forward in verl's flat token order
-    (the micro-batch ``data`` tells the layout: verl's nested ``input_ids`` and ``use_remove_padding``)."""
-    from verl.utils import tensordict_utils as tu
-
-    from reasonrl.plugins.mtp.hf_model import take_mtp_token_losses
-
-    tokens: MTPTokenLosses | None = take_mtp_token_losses()
-    if tokens is None:
-        raise RuntimeError(
-            "MTP loss: the model's forward left no MTP losses (mtp_loss_depths unset, or not a MiMo model with MTP layers?)"
-        )
-    lengths = data["input_ids"].offsets().diff().tolist()
-    packed = tu.get_non_tensor_data(data=data, key="use_remove_padding", default=True)
-    return [
-        (to_flat(loss, lengths, packed), to_flat(valid, lengths, packed))
-        for loss, valid in zip(tokens.per_token, tokens.valid)
-    ]
 
 
 class MTPSFTLoss:
@@ -82,20 +55,13 @@ class MTPSFTLoss:
         flat_mask = data["loss_mask"].values().bool()
         weight = self.schedule.at(self.step)
         depth_terms = []
-        for depth, (per_token, valid) in enumerate(flat_token_losses(data), start=1):
+        for depth, (per_token, valid) in enumerate(take_token_losses(model_output), start=1):
             counted = valid & torch.roll(flat_mask, shifts=-(depth + 1))
             summed = (per_token * counted).sum()
             depth_terms.append(summed / self.token_counts[depth - 1] * data["dp_size"])
             metrics[f"mtp_losses/mtp_{depth}_loss"] = [(summed / counted.sum().clamp_min(1)).item()]
         metrics["mtp_losses/weight"] = [weight]
         return main_loss + weight * torch.stack(depth_terms).mean(), metrics
-
-
-def unwrap(module):
-    """The Hugging Face model inside verl's FSDP wrapper (FSDP2 shards in place; FSDP1 wraps)."""
-    while not hasattr(module, "mtp_loss_depths") and hasattr(module, "module"):
-        module = module.module
-    return module
 
 
 def sft_trainer_class():
@@ -106,29 +72,36 @@ def sft_trainer_class():
 
     class MTPSFTTrainer(SFTTrainer):
         def _build_engine(self):
-            super()._build_engine()
+            from verl.workers.engine_workers import TrainingWorker, TrainingWorkerConfig
+
+            # verl's SFTTrainer._build_engine with the MTP engine's model type (verl's is fixed)
+            register_engines()
             settings = settings_from(self.config)
             self.mtp_loss = MTPSFTLoss(
                 WeightSchedule(settings.loss_weight, settings.later_loss_weight, settings.switch_at)
             )
+            config = TrainingWorkerConfig(
+                model_type=MODEL_TYPE,
+                model_config=self.model_config,
+                engine_config=self.engine_config,
+                optimizer_config=self.optimizer_config,
+                checkpoint_config=self.checkpoint_config,
+                profiler_config=self.profiler_config,
+            )
+            self.training_client = TrainingWorker(config=config)
             self.training_client.set_loss_fn(loss_fn=self.mtp_loss)
-            engine, forward_backward_batch = self.engine, self.engine.forward_backward_batch
-            self.mtp_model = None  # the engine builds its module later: looked up on first use
+            engine = self.engine = self.training_client.engine
+            depths = training_depths(self.model_config)
+            if not depths:
+                raise ConfigError(
+                    "model.path",
+                    f"the MTP loss needs a MiMo checkpoint with MTP layers; {self.model_config.path} has none "
+                    "(`reasonrl mtp attach` converts a Qwen2 checkpoint)",
+                )
+            forward_backward_batch = engine.forward_backward_batch
 
             def with_mtp_counts(data, loss_function, forward_only=False):
-                model = self.mtp_model
-                if model is None:
-                    model = self.mtp_model = unwrap(engine.module)
-                    if not hasattr(model, "mtp_loss_depths") or not model.config.num_nextn_predict_layers:
-                        raise ConfigError(
-                            "model.path",
-                            f"the MTP loss needs a MiMo checkpoint with MTP layers; got {type(model).__name__} "
-                            "(`reasonrl mtp attach` converts a Qwen2 checkpoint)",
-                        )
-                    model.mtp_loss_depths = model.config.num_nextn_predict_layers
-                counts = depth_token_counts(data["loss_mask"], model.mtp_loss_depths).to(
-                    data["loss_mask"].values().device
-                )
+                counts = depth_token_counts(data["loss_mask"], depths).to(data["loss_mask"].values().device)
                 torch.distributed.all_reduce(
                     counts, op=torch.distributed.ReduceOp.SUM, group=engine.get_data_parallel_group()
                 )

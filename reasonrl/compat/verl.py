@@ -26,6 +26,14 @@ def _cpu_platform(config: Any) -> bool:
     return str(config_value(config, "ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM") or "") == "cpu"
 
 
+def _mtp_engine_selected(config: Any) -> bool:
+    return config_value(config, "actor_rollout_ref.model.model_type") == "mtp_language_model"
+
+
+def _engine_registered_by_us(config: Any) -> bool:
+    return _cpu_platform(config) or _mtp_engine_selected(config)
+
+
 SYNC_TRAINER = declare(
     Reach(
         name="verl.sync-trainer",
@@ -80,9 +88,23 @@ ENGINE_REGISTRY = declare(
         package="verl",
         versions=VERL_0_9,
         touches="EngineRegistry._engines (is this engine already registered for this device?)",
-        used_by="cpu_platform plugin (verl's FSDP engines on device 'cpu')",
+        used_by="cpu_platform plugin (verl's FSDP engines on device 'cpu'), mtp plugin (engine model type mtp_language_model)",
         public_hook="EngineRegistry.get(model_type, backend, device) without raising, or device-agnostic registration",
-        needed=_cpu_platform,
+        needed=_engine_registered_by_us,
+    )
+)
+
+FSDP_ENGINE = declare(
+    Reach(
+        name="verl.fsdp-engine-outputs",
+        package="verl",
+        versions=VERL_0_9,
+        touches="FSDPEngineWithLMHead.prepare_model_inputs/prepare_model_outputs (subclassed: the model's per-token "
+        "MTP losses requested in training forwards and added to model_output), the engine's keyword constructor and "
+        "model_config.model_type == 'language_model' in _build_module",
+        used_by="mtp plugin, engine model type mtp_language_model (trained MTP layers on verl's FSDP actor and SFT trainer)",
+        public_hook="an engine option naming extra model-output fields that reach the loss function in model_output",
+        needed=_mtp_engine_selected,
     )
 )
 
@@ -91,7 +113,9 @@ SFT_TRAINER = declare(
         name="verl.sft-trainer",
         package="verl",
         versions=VERL_0_9,
-        touches="SFTTrainer._build_engine, engine.forward_backward_batch (wrapped for per-depth MTP target counts)",
+        touches="SFTTrainer._build_engine (redone with model type mtp_language_model: TrainingWorker, "
+        "TrainingWorkerConfig, the trainer's model/engine/optimizer/checkpoint/profiler configs), "
+        "engine.forward_backward_batch (wrapped for per-depth MTP target counts)",
         used_by="mtp plugin, verl's SFT trainer with the MTP loss (python -m reasonrl.plugins.mtp.verl_sft)",
         public_hook="a loss-function hook in SFTTrainer that receives the global batch's token counts",
         needed=never,
@@ -143,6 +167,14 @@ def policy_loss_mutable_fields() -> frozenset:
     from verl.workers.config import PolicyLossConfig
 
     return frozenset(PolicyLossConfig._mutable_fields)
+
+
+def fsdp_language_model_engine() -> type:
+    """verl's ``FSDPEngineWithLMHead`` (the MTP engine subclasses it)."""
+    FSDP_ENGINE.require()
+    from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
+
+    return FSDPEngineWithLMHead
 
 
 def engine_registered(model_type: str, backend: str, device: str) -> Any:

@@ -56,10 +56,16 @@ def test_bad_inputs_fail_naming_the_key(tmp_path, layers, mtp, key):
     assert key in str(error.value)
 
 
-def test_trained_mtp_layers_run_on_fsdp_through_reasonrls_trainer_mode(tmp_path):
+def test_trained_mtp_layers_run_on_fsdp_through_reasonrls_trainer_mode_and_the_mtp_engine(tmp_path):
     config = run_config(tmp_path, 3, train=True)
     config.trainer = {"v1": {"trainer_mode": "reasonrl_sync"}}
+    with pytest.raises(ConfigError, match="actor_rollout_ref.model.model_type"):  # verl's engine drops MTP losses
+        check_run(config)
+    config.actor_rollout_ref.model.model_type = "mtp_language_model"
     check_run(config)
+    config.actor_rollout_ref.actor.ulysses_sequence_parallel_size = 2
+    with pytest.raises(ConfigError, match="ulysses_sequence_parallel_size"):
+        check_run(config)
 
 
 def test_verl_keys_must_follow_the_knobs(tmp_path):
@@ -85,3 +91,4 @@ def test_the_hydra_option_wires_verls_mtp_keys(tmp_path):
         mtp.mtp_loss_scaling_factor,
     ) == (True, False, True, "mtp", 3, 0.2)
     assert config.trainer.v1.trainer_mode == "reasonrl_sync"
+    assert config.actor_rollout_ref.model.model_type == "mtp_language_model"

@@ -2,8 +2,9 @@
 ``ppo_loss`` plus λ · mean_k L^k, L^k the depth-k cross-entropy of the response tokens summed per
 sequence from the equations and divided by verl's global token count (``agg_loss`` token-mean) —
 D = 3, a prompt shorter than k+1 (tokens without a source position count zero), padded and packed
-model layouts; the MTP losses only in forwards with gradients once armed (the log-prob and
-reference passes skip them); the callback only for FSDP runs that train the layers."""
+model layouts; the MTP engine's training forwards (model type ``mtp_language_model``) carry the
+losses in ``model_output``, its no-grad passes (log-prob, reference) none; the callback only for
+FSDP runs that train the layers."""
 
 from __future__ import annotations
 
@@ -18,9 +19,8 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.utils.losses import ppo_loss
 
 from reasonrl.bridges.verl_actor_loss import ComposedActorLoss, actor_loss_terms
-from reasonrl.plugins.mtp import hf_model
 from reasonrl.plugins.mtp.hf_model import MiMoConfig, MiMoForCausalLM
-from reasonrl.plugins.mtp.tests.verl_layouts import engine_log_probs, nested
+from reasonrl.plugins.mtp.tests.verl_layouts import engine_forward, engine_model_output, nested
 from reasonrl.plugins.mtp.verl_rl import MTPLossTerm, MTPTrainingCallback, build
 
 SMALL = dict(
@@ -47,16 +47,12 @@ def actor_config():
 
 
 @pytest.fixture
-def armed_model():
+def mimo_model():
     torch.manual_seed(0)
-    model = MiMoForCausalLM(MiMoConfig(num_nextn_predict_layers=DEPTHS, **SMALL))
-    saved = (MiMoForCausalLM.mtp_loss_depths, MiMoForCausalLM.mtp_loss_only_with_grad)
-    yield model
-    MiMoForCausalLM.mtp_loss_depths, MiMoForCausalLM.mtp_loss_only_with_grad = saved
-    hf_model.take_mtp_token_losses()
+    return MiMoForCausalLM(MiMoConfig(num_nextn_predict_layers=DEPTHS, **SMALL))
 
 
-def actor_batch(model, packed: bool):
+def actor_batch(model, packed: bool, mtp_loss_depths: int = DEPTHS):
     """A micro-batch as verl's FSDP actor holds it (left-padded prompts, right-padded responses,
     nested full sequences), the model run as verl's engine runs it, and its log-probs."""
     torch.manual_seed(1)
@@ -74,7 +70,7 @@ def actor_batch(model, packed: bool):
         ]
     ).long()
     response_mask = attention[:, width_p:]
-    log_probs = engine_log_probs(model, sequences, packed)
+    log_probs, _ = engine_forward(model, sequences, packed)
     old = torch.stack(
         [
             torch.cat([log_probs.detach().split(lengths)[b][len(p) - 1 : -1], torch.zeros(width_r - len(r))])
@@ -99,7 +95,7 @@ def actor_batch(model, packed: bool):
             "use_remove_padding": packed,
         },
     )
-    return {"log_probs": nested(log_probs.split(lengths))}, data, sequences
+    return engine_model_output(model, sequences, data, packed, mtp_loss_depths), data, sequences
 
 
 def composed(actor_config, *extra_terms):
@@ -118,19 +114,18 @@ def expected_mtp_term(model, sequences):
 
 
 @pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
-def test_the_actor_loss_is_verls_ppo_loss_plus_the_mtp_term(actor_config, armed_model, packed):
-    loss_fn = pickle.loads(pickle.dumps(composed(actor_config)))  # as verl's set_loss_fn delivers it: arms the models
-    assert MiMoForCausalLM.mtp_loss_depths == DEPTHS and MiMoForCausalLM.mtp_loss_only_with_grad
-    model_output, data, sequences = actor_batch(armed_model, packed)
-    got, metrics = loss_fn(model_output, data)
+def test_the_actor_loss_is_verls_ppo_loss_plus_the_mtp_term(actor_config, mimo_model, packed):
+    loss_fn = pickle.loads(pickle.dumps(composed(actor_config)))  # as verl's set_loss_fn delivers it
+    model_output, data, sequences = actor_batch(mimo_model, packed)
     plain, _ = ppo_loss(omega_conf_to_dataclass(actor_config), model_output, data)
+    got, metrics = loss_fn(model_output, data)
+    assert not any(key.startswith("mtp_") for key in model_output)  # taken out: verl keeps no copy
     with torch.no_grad():
-        armed_model.mtp_loss_depths = 0  # the reference below runs mtp_outputs itself
-        want = plain + expected_mtp_term(armed_model, sequences)
+        want = plain + expected_mtp_term(mimo_model, sequences)
     torch.testing.assert_close(got, want)
     assert {f"actor/mtp_{k}_loss" for k in (1, 2, 3)} <= set(metrics)
     got.backward()
-    assert all(layer.input_proj.weight.grad.abs().sum() > 0 for layer in armed_model.model.mtp_layers)
+    assert all(layer.input_proj.weight.grad.abs().sum() > 0 for layer in mimo_model.model.mtp_layers)
 
 
 class ClipHighTerm:
@@ -142,21 +137,20 @@ class ClipHighTerm:
         object.__setattr__(config, "clip_ratio_high", tu.get_non_tensor_data(data, "test_clip_high", None))
 
 
-def test_terms_compose_a_config_adjustment_and_an_additive_loss(actor_config, armed_model):
+def test_terms_compose_a_config_adjustment_and_an_additive_loss(actor_config, mimo_model):
     """Two plugins' terms in one loss: verl's ppo_loss on the config the first term adjusted (its
     clipping changes the loss), plus the second term's λ·mean_k L^k."""
     loss_fn = pickle.loads(pickle.dumps(composed(actor_config, ("clip_high", ClipHighTerm()))))
-    model_output, data, sequences = actor_batch(armed_model, packed=True)
+    model_output, data, sequences = actor_batch(mimo_model, packed=True)
     tu.assign_non_tensor_data(data, "test_clip_high", 0.001)
-    got, metrics = loss_fn(model_output, data)
     adjusted = omega_conf_to_dataclass(actor_config)
     object.__setattr__(adjusted, "clip_ratio_high", 0.001)
     plain, _ = ppo_loss(omega_conf_to_dataclass(actor_config), model_output, data)
     clipped, _ = ppo_loss(adjusted, model_output, data)
+    got, metrics = loss_fn(model_output, data)
     assert not torch.allclose(plain, clipped)  # the adjustment matters for this batch
     with torch.no_grad():
-        armed_model.mtp_loss_depths = 0
-        want = clipped + expected_mtp_term(armed_model, sequences)
+        want = clipped + expected_mtp_term(mimo_model, sequences)
     torch.testing.assert_close(got, want)
     assert "actor/mtp_1_loss" in metrics
 
@@ -173,20 +167,19 @@ def test_callbacks_offer_terms_and_none_replaces_the_loss():
     assert [name for name, _ in terms] == ["mtp_training"] and isinstance(terms[0][1], MTPLossTerm)
 
 
-def test_armed_models_skip_the_mtp_losses_without_gradients(armed_model):
-    hf_model.arm_for_training(DEPTHS)
+def test_the_model_returns_mtp_losses_only_when_asked():
+    """Per call, not per class: no model-wide switch, nothing kept between forwards."""
+    torch.manual_seed(0)
+    model = MiMoForCausalLM(MiMoConfig(num_nextn_predict_layers=DEPTHS, **SMALL))
     ids = torch.randint(0, 40, (1, 8))
-    with torch.no_grad():  # verl's compute_log_prob / reference passes
-        assert getattr(armed_model(input_ids=ids, use_cache=False), "mtp_token_losses", None) is None
-        assert hf_model.take_mtp_token_losses() is None
-    out = armed_model(input_ids=ids, use_cache=False)
-    assert len(out.mtp_token_losses) == DEPTHS and hf_model.take_mtp_token_losses() is not None
-    assert hf_model.take_mtp_token_losses() is None  # taken once
+    assert getattr(model(input_ids=ids, use_cache=False), "mtp_token_losses", None) is None
+    out = model(input_ids=ids, use_cache=False, mtp_loss_depths=2)
+    assert len(out.mtp_token_losses) == len(out.mtp_token_valid) == 2
+    assert getattr(model(input_ids=ids, use_cache=False), "mtp_token_losses", None) is None
 
 
-def test_a_forward_without_mtp_losses_is_an_error(actor_config, armed_model):
-    model_output, data, _ = actor_batch(armed_model, packed=True)  # not armed: no MTP losses
-    hf_model.take_mtp_token_losses()
+def test_a_forward_without_mtp_losses_is_an_error(actor_config, mimo_model):
+    model_output, data, _ = actor_batch(mimo_model, packed=True, mtp_loss_depths=0)  # verl's own engine
     with pytest.raises(RuntimeError, match="no MTP losses"):
         composed(actor_config)(model_output, data)
 
@@ -205,3 +198,27 @@ def test_the_callback_is_built_only_for_fsdp_runs_that_train_the_layers(tmp_path
     callback = build(run(True))
     assert isinstance(callback, MTPTrainingCallback) and (callback.weight, callback.depths) == (0.3, 2)
     assert build(run(False)) is None and build(run(True, "megatron")) is None
+
+
+def test_the_mtp_engine_is_verls_fsdp_engine_under_its_own_model_type():
+    from types import SimpleNamespace
+
+    from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
+
+    from reasonrl.compat.verl import engine_registered
+    from reasonrl.plugins.mtp.verl_engine import MODEL_TYPE, fsdp_engine_class, register_engines, training_depths
+
+    register_engines()
+    register_engines()  # idempotent (verl's registry refuses a second registration)
+    engine = fsdp_engine_class()
+    assert issubclass(engine, FSDPEngineWithLMHead) and engine is not FSDPEngineWithLMHead
+    assert all(engine_registered(MODEL_TYPE, b, d) is engine for b in ("fsdp", "fsdp2") for d in ("cuda", "cpu"))
+    assert engine_registered("language_model", "fsdp2", "cuda") is FSDPEngineWithLMHead  # verl's own untouched
+
+    def model_config(enable, train, layers=3):
+        mtp = SimpleNamespace(enable=enable, enable_train=train)
+        return SimpleNamespace(mtp=mtp, hf_config=SimpleNamespace(num_nextn_predict_layers=layers))
+
+    assert training_depths(model_config(True, True)) == 3
+    assert training_depths(model_config(True, False)) == 0  # MiMo RL: frozen layers, verl's engine behaviour
+    assert training_depths(model_config(False, True)) == 0

@@ -15,8 +15,8 @@ from verl.utils.dataset.dataset_utils import DatasetPadMode
 
 from reasonrl.config import ConfigError
 from reasonrl.plugins.mtp.core import WeightSchedule
-from reasonrl.plugins.mtp.hf_model import MiMoConfig, MiMoForCausalLM, take_mtp_token_losses
-from reasonrl.plugins.mtp.tests.verl_layouts import engine_log_probs, nested
+from reasonrl.plugins.mtp.hf_model import MiMoConfig, MiMoForCausalLM
+from reasonrl.plugins.mtp.tests.verl_layouts import engine_model_output, nested
 from reasonrl.plugins.mtp.verl_sft import MTPSFTLoss, configure, depth_token_counts
 
 SMALL = dict(
@@ -56,12 +56,10 @@ def expected_loss(model, ids, masks, weight):
     return main_sum / main_count + weight * torch.stack([s / c for s, c in zip(depth_sums, depth_counts)]).mean()
 
 
-def verl_micro_batch(model, ids, masks, packed: bool, batch_num_tokens: int):
-    """Run the model as verl's FSDP engine does (padded: right padding + attention mask; packed:
+def verl_micro_batch(model, ids, masks, packed: bool, batch_num_tokens: int, depths: int = DEPTHS):
+    """Run the model as verl's MTP engine does (padded: right padding + attention mask; packed:
     one row, restarting position ids; no cache, so transformers separates packed sequences) and
     build the loss function's inputs as verl does."""
-    lengths = [len(seq) for seq in ids]
-    log_probs = engine_log_probs(model, ids, packed)
     data = tu.get_tensordict(
         {"input_ids": nested(ids), "loss_mask": nested(masks)},
         non_tensor_dict={
@@ -71,7 +69,7 @@ def verl_micro_batch(model, ids, masks, packed: bool, batch_num_tokens: int):
             "pad_mode": DatasetPadMode.NO_PADDING,
         },
     )
-    return {"log_probs": nested(log_probs.split(lengths))}, data
+    return engine_model_output(model, ids, data, packed, depths), data
 
 
 @pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
@@ -83,7 +81,6 @@ def test_the_sft_loss_with_mtp_equals_the_objective_over_the_global_batch(packed
     loss_fn.step = 4
     want = expected_loss(model, ids, masks, weight=0.3)
 
-    model.mtp_loss_depths = DEPTHS
     nested_masks = torch.nested.as_nested_tensor(masks, layout=torch.jagged)
     loss_fn.token_counts = depth_token_counts(nested_masks, DEPTHS)
     total = sum(int(mask[1:].sum()) for mask in masks)  # verl: loss_mask.sum() (index 0 is prompt)
@@ -94,7 +91,7 @@ def test_the_sft_loss_with_mtp_equals_the_objective_over_the_global_batch(packed
         got = got + loss
     torch.testing.assert_close(got, want)
     assert set(metrics) == {f"mtp_losses/mtp_{k}_loss" for k in (1, 2, 3)} | {"mtp_losses/weight"}
-    assert take_mtp_token_losses() is None  # consumed: a stale forward cannot be counted twice
+    assert set(model_output) == {"log_probs"}  # the MTP losses taken out of verl's outputs
 
     # the λ schedule's boundary: step 5 uses the later weight
     loss_fn.step = 5
@@ -107,7 +104,6 @@ def test_the_sft_loss_with_mtp_equals_the_objective_over_the_global_batch(packed
 def test_the_gradient_reaches_the_main_model_and_every_mtp_layer():
     torch.manual_seed(2)
     model = MiMoForCausalLM(MiMoConfig(num_nextn_predict_layers=DEPTHS, **SMALL))
-    model.mtp_loss_depths = DEPTHS
     ids, masks = batch()
     loss_fn = MTPSFTLoss(WeightSchedule())
     loss_fn.token_counts = depth_token_counts(torch.nested.as_nested_tensor(masks, layout=torch.jagged), DEPTHS)
@@ -121,13 +117,12 @@ def test_the_gradient_reaches_the_main_model_and_every_mtp_layer():
 
 
 def test_a_forward_without_mtp_losses_is_an_error_not_a_silent_main_only_loss():
-    model = MiMoForCausalLM(MiMoConfig(num_nextn_predict_layers=1, **SMALL))  # mtp_loss_depths unset
+    model = MiMoForCausalLM(MiMoConfig(num_nextn_predict_layers=1, **SMALL))
     ids, masks = batch()
     loss_fn = MTPSFTLoss(WeightSchedule())
     loss_fn.token_counts = torch.ones(1)
-    take_mtp_token_losses()  # nothing left over from another test's forward
-    with pytest.raises(RuntimeError, match="no MTP losses"):
-        loss_fn(*verl_micro_batch(model, ids, masks, packed=True, batch_num_tokens=10))
+    with pytest.raises(RuntimeError, match="no MTP losses"):  # verl's own engine: no MTP outputs
+        loss_fn(*verl_micro_batch(model, ids, masks, packed=True, batch_num_tokens=10, depths=0))
 
 
 def sft_config(tmp_path, layers=2, **engine):
