@@ -69,6 +69,7 @@ class JudgeResult:
     verdicts: list[Verdict]
     times_s: list[float] = field(default_factory=list)
     message: str = ""  # compile error text, or what went wrong for judge_error
+    compilations: int = 0  # compiler runs for this solution (C++: one, whatever the number of tests)
 
     @property
     def passed(self) -> list[bool]:

@@ -69,6 +69,7 @@ def verdicts_from_runner(submission: Submission, response: dict, float_tolerance
         verdict = Verdict.JUDGE_ERROR if compiled.get("status") == "judge_error" else Verdict.COMPILE_ERROR
         result.verdicts, result.message = [verdict] * len(tests), compiled["message"]
         return result
+    result.compilations = int(compiled.get("compilations", 0))
     for test, run in zip(tests, response["runs"]):
         if run["status"] != "ok":  # the runner's other statuses are verdict names
             verdict = Verdict(run["status"])

@@ -314,7 +314,11 @@ def _fresh_dir(root: str, keep: frozenset[str] = frozenset()) -> str:
     return root
 
 
+COMPILER_RUNS = [0]  # g++ runs in this runner process
+
+
 def _compile_cpp(source: str, limits: dict, run_dir: str) -> dict:
+    COMPILER_RUNS[0] += 1
     with open(os.path.join(run_dir, "solution.cpp"), "w") as handle:
         handle.write(source)
     compile_limits = dict(
@@ -339,6 +343,7 @@ def handle(request: dict, scratch: str) -> dict:
     run_root = os.path.join(scratch, "run")
     if language == "cpp":
         run_dir = _fresh_dir(run_root)
+        compiler_runs_before = COMPILER_RUNS[0]
         compiled = _compile_cpp(request["source"], limits, run_dir)
         if not compiled["ok"]:
             return {"compile": compiled, "runs": []}
@@ -347,7 +352,8 @@ def handle(request: dict, scratch: str) -> dict:
         for test in tests:
             _fresh_dir(run_dir, keep=frozenset({"solution"}))
             runs.append(_run_one(run_dir, test.get("stdin", ""), limits, _exec_body([binary]), None))
-        return {"compile": {"ok": True, "message": ""}, "runs": runs}
+        compilations = COMPILER_RUNS[0] - compiler_runs_before  # reported: tests check "compiled once"
+        return {"compile": {"ok": True, "message": "", "compilations": compilations}, "runs": runs}
     runs = []
 
     def forget() -> None:

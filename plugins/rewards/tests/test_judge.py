@@ -60,6 +60,7 @@ def test_cpp_is_compiled_once_and_run_per_test(judge):
     )
     result = judge.judge_one(Submission(STDIO, code, "cpp"))
     assert result.verdicts == [Verdict.PASSED, Verdict.PASSED, Verdict.WRONG_ANSWER]
+    assert len(STDIO.tests) == 3 and result.compilations == 1  # the runner's count of g++ runs
 
 
 def test_float_tolerance_and_whitespace(judge):
