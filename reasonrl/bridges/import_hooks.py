@@ -43,3 +43,8 @@ def run_after_import(name: str, callback: Callable[[], None]) -> None:
         callback()
     elif not any(isinstance(finder, _AfterImport) and finder.name == name for finder in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport(name, callback))
+
+
+def pending_imports() -> list[str]:
+    """Modules whose import a callback still waits for (in this process)."""
+    return [finder.name for finder in sys.meta_path if isinstance(finder, _AfterImport)]

@@ -185,17 +185,43 @@ def check_upstream_free(module_name: str) -> list[str]:
 
 
 def check_registrations_idempotent(plugin: object, name: str, upstream: str = "verl") -> list[str]:
-    """Apply every registration for ``upstream`` twice in this process; both must succeed."""
+    """Apply every registration for ``upstream`` twice in this process; both must succeed.
+
+    A registration deferred until its upstream module is imported
+    (``bridges.import_hooks.run_after_import``) has registered nothing yet: the module is then
+    imported (the deferred registration runs) and the registration applied twice more, now for real.
+    """
+    import importlib
+
+    from reasonrl.bridges.import_hooks import pending_imports
+
     results, problems = _hook_results(plugin, name)
     for registration in results.get(f"reasonrl_{upstream}_registrations") or []:
+        label = f"{registration.kind}:{registration.name}"
+        waiting = set(pending_imports())
         for attempt in (1, 2):
             try:
                 registration.apply()
             except Exception as exc:
-                problems.append(
-                    f"{registration.kind}:{registration.name} apply() #{attempt} raised {type(exc).__name__}: {exc}"
-                )
+                problems.append(f"{label} apply() #{attempt} raised {type(exc).__name__}: {exc}")
                 break
+        deferred = [module for module in pending_imports() if module not in waiting]
+        if not deferred:
+            continue
+        try:
+            for module in deferred:
+                importlib.import_module(module)  # runs the deferred registration
+            registration.apply()
+            registration.apply()
+        except Exception as exc:
+            problems.append(
+                f"{label} (deferred until {', '.join(deferred)} is imported) raised {type(exc).__name__}: {exc}"
+            )
+        problems += [
+            f"{label}: {module} imported, its registration still pending"
+            for module in deferred
+            if module in pending_imports()
+        ]
     return problems
 
 
