@@ -321,9 +321,6 @@ class GaussianCurriculum(Selector):
         for pool, members in self._by_bin(positions):
             pool.add(members) if active else pool.discard(members)
 
-    def bin_counts(self, positions: np.ndarray) -> np.ndarray:
-        return np.bincount(self.bin_of[positions], minlength=len(self.left))
-
     def state_dict(self) -> dict:
         return {**super().state_dict(), "centre": self.centre, "left": [pool.state_dict() for pool in self.left]}
 
