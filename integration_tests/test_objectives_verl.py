@@ -149,3 +149,4 @@ def test_longcat_recipe_trains_with_a_linear_schedule_that_reaches_the_loss(tmp_
         # masking ran on the step's TransferQueue fields (of 16 × 4 responses)
         assert 1 <= steps[step]["reasonrl/incomplete"] == steps[step]["reasonrl/incomplete_masked"] < 64
         assert steps[step]["response_length/max"] <= 3
+        assert steps[step]["reward/math_graded"] > 0  # the recipe's reward manager: Math-Verify on the sums

@@ -185,10 +185,18 @@ def test_a_hostile_math_answer_in_a_batch_does_not_stall_verls_reward_loop(token
     assert [o["reward_score"] for o in outputs] == [0.0, 1.0, 0.0, 1.0, 1.0]
     extra = [o["reward_extra_info"] for o in outputs]
     assert [e["math_timeout"] for e in extra] == [1.0, 0.0, 1.0, 0.0, 0.0]
+    assert [e["task_kind"] for e in extra] == ["math"] * 4 + ["code"]
     assert reward_counts(extra) == {
         "reward/math_timeouts": 2.0,
         "reward/math_failures": 0.0,
         "reward/judge_errors": 0.0,
+        "reward/math_graded": 2.0,  # the two towers timed out
+        "reward/code_judged": 1.0,
+        "reward/code_calibrated": 0.0,  # SUM_PROBLEM carries no calibration: all or nothing
+        "reward/code_partial_credit": 0.0,
+        "reward/code_score_mean": 1.0,
+        "reward/format_checked": 0.0,  # no toggle in these prompts
+        "reward/format_ok_frac": 0.0,
     }
     assert elapsed < 30.0, f"{elapsed:.1f} s for five answers"
 

@@ -89,7 +89,8 @@ def test_prepare_builds_once_and_rebuilds_on_a_new_spec(tmp_path, monkeypatch):
     monkeypatch.setattr(prepare_module, "build_tiny_model", lambda *a, **k: calls.append(1) or real(*a, **k))
     spec = dataclasses.replace(TinyModelSpec(), warmup_steps=2)
     root = prepare_module.prepare(tmp_path / "smoke", spec)
-    assert (root / "data" / "train.parquet").exists() and (root / "model" / "tokenizer.json").exists()
+    assert (root / "model" / "tokenizer.json").exists()
+    assert all((root / "data" / recipe / "train.parquet").exists() for recipe in prepare_module.RECIPES)
     prepare_module.prepare(tmp_path / "smoke", spec)
     assert len(calls) == 1
     prepare_module.prepare(tmp_path / "smoke", dataclasses.replace(spec, seed=1))
@@ -99,11 +100,9 @@ def test_prepare_builds_once_and_rebuilds_on_a_new_spec(tmp_path, monkeypatch):
 def test_warm_start_never_sees_the_held_out_problems(monkeypatch):
     from reasonrl.smoke import model as model_module
 
-    seen: list[Problem] = []
+    seen: list[tuple[str, str]] = []
     real_batch = model_module._batch
-    monkeypatch.setattr(
-        model_module, "_batch", lambda problems, tok: seen.extend(problems) or real_batch(problems, tok)
-    )
+    monkeypatch.setattr(model_module, "_batch", lambda pairs, tok: seen.extend(pairs) or real_batch(pairs, tok))
     spec = dataclasses.replace(TinyModelSpec(), warmup_steps=20, warmup_problems=40)
     held_out = set(model_module.warmup_pool(spec, exclude=set())[:30])  # the warm-start pool's own head
     tokenizer = build_tokenizer()
@@ -112,7 +111,19 @@ def test_warm_start_never_sees_the_held_out_problems(monkeypatch):
     model = Qwen2ForCausalLM(model_module._config(spec, tokenizer))
     model_module.warm_start(model, tokenizer, spec, exclude=held_out)
     assert len(seen) == 20 * spec.warmup_batch
-    assert held_out.isdisjoint(seen)
+    assert {form for form in map(prompt_format, seen)} == {"plain", "thinking", "code"}
+    assert {p.prompt for p in held_out}.isdisjoint(map(sum_prompt, seen))
+
+
+def prompt_format(pair: tuple[str, str]) -> str:
+    prompt = pair[0]
+    return "code" if prompt.startswith("?") else "thinking" if "\n" in prompt else "plain"
+
+
+def sum_prompt(pair: tuple[str, str]) -> str | None:
+    """The ``a+b=`` prompt inside a warm-start prompt (None for code prompts: they name only b,
+    so the 100 code prompts are shared by the warm start and the RL data by design)."""
+    return None if prompt_format(pair) == "code" else pair[0].rsplit("\n", 1)[-1]
 
 
 def test_prepared_splits_are_disjoint_and_unseen_by_the_warm_start(tmp_path, monkeypatch):
@@ -121,18 +132,79 @@ def test_prepared_splits_are_disjoint_and_unseen_by_the_warm_start(tmp_path, mon
     from reasonrl.smoke import model as model_module
     from reasonrl.smoke import prepare as prepare_module
 
-    seen: list[Problem] = []
+    seen: list[tuple[str, str]] = []
     real_batch = model_module._batch
-    monkeypatch.setattr(
-        model_module, "_batch", lambda problems, tok: seen.extend(problems) or real_batch(problems, tok)
-    )
+    monkeypatch.setattr(model_module, "_batch", lambda pairs, tok: seen.extend(pairs) or real_batch(pairs, tok))
     root = prepare_module.prepare(tmp_path / "smoke", dataclasses.replace(TinyModelSpec(), warmup_steps=30))
 
     def prompts(split: str) -> set[str]:
-        frame = pd.read_parquet(root / "data" / f"{split}.parquet")
+        frame = pd.read_parquet(root / "data" / "kimi_k15" / f"{split}.parquet")  # plain problems only
         return {row[0]["content"] for row in frame["prompt"]}
 
     train, val = prompts("train"), prompts("val")
     assert (len(train), len(val)) == (prepare_module.TRAIN_PROBLEMS, prepare_module.VAL_PROBLEMS)
     assert train.isdisjoint(val)
-    assert {p.prompt for p in seen}.isdisjoint(train | val), "the warm start never sees an RL or validation prompt"
+    assert set(map(sum_prompt, seen)).isdisjoint(train | val), "the warm start never sees an RL or validation sum"
+
+
+def test_every_task_format_is_what_the_chat_template_renders_for_its_data_row():
+    """The warm start's prompts (``formatted``) equal what verl renders from each recipe's rows
+    (the nemotron toggle added by the rewards plugin's dataset class, ``with_thinking_prompt``)."""
+    from reasonrl.plugins.rewards.thinking_format import format_ok, with_thinking_prompt
+    from reasonrl.smoke.arithmetic import formatted
+    from reasonrl.smoke.data import verl_rows
+
+    tokenizer = build_tokenizer()
+    problem = Problem(12, 34)
+
+    def rendered(messages):
+        return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+
+    plain, code = verl_rows([problem] * 4, "train", "mimo")[0], verl_rows([problem] * 4, "train", "mimo")[3]
+    assert rendered(plain["prompt"]) == formatted(problem, "plain")[0] == "12+34="
+    assert rendered(code["prompt"]) == formatted(problem, "code")[0] == "?+34="
+    on, off = verl_rows([problem] * 2, "train", "nemotron")
+    for row, mode in ((on, "on"), (off, "off")):
+        assert row["extra_info"]["thinking"] == mode
+        prompt, answer = formatted(problem, f"thinking_{mode}")
+        assert rendered(with_thinking_prompt(row["prompt"], mode)) == prompt == f"detailed thinking {mode}\n12+34="
+        assert format_ok(answer, mode) and not format_ok(answer, "off" if mode == "on" else "on")
+    for form in ("plain", "thinking_on", "thinking_off", "code"):  # every character is in the vocabulary
+        assert tokenizer.unk_token_id not in tokenizer("".join(formatted(problem, form)))["input_ids"]
+
+
+def test_recipe_data_mixes_the_recipes_own_tasks():
+    from reasonrl.smoke.data import CODE_EVERY, verl_rows
+
+    problems = make_problems(8, seed=0)
+    mimo = verl_rows(problems, "train", "mimo")
+    assert [row["ability"] for row in mimo].count("code") == len(problems) // CODE_EVERY
+    assert all(row["extra_info"]["thinking"] is None for row in mimo)
+    assert [row["extra_info"]["thinking"] for row in verl_rows(problems, "train", "nemotron")] == ["on", "off"] * 4
+    assert {row["ability"] for row in verl_rows(problems, "train", "longcat")} == {"math"}
+
+
+def test_a_code_row_is_judged_with_its_test_difficulty_calibration():
+    """The reasonrl reward path on a smoke code problem, in the real sandbox: the right program
+    earns 1, the constant ``print(b)`` passes the easy test only (strict: half), a wrong one 0."""
+    import asyncio
+
+    from reasonrl.plugins.rewards.config import RewardsConfig
+    from reasonrl.plugins.rewards.scoring import code_spec, make_judge, score_code
+    from reasonrl.smoke.data import code_row
+
+    problem = Problem(12, 34)
+    row = code_row(problem, "train", 0)
+    tests, calibration = code_spec(row["reward_model"]["ground_truth"], row["extra_info"])
+    assert calibration is not None and calibration.levels == (0, 1, 1)
+    judge = make_judge(RewardsConfig(judge_workers=1))
+
+    async def score(response):
+        return await score_code(judge, tests, calibration, response, "strict")
+
+    right = asyncio.run(score(problem.code_answer))
+    constant = asyncio.run(score("```\nprint(34)\n```"))
+    wrong = asyncio.run(score("```\nprint(int(input())+35)\n```"))
+    assert (right.task_score, right.level_pass) == (1.0, "11")
+    assert (constant.task_score, constant.level_pass, constant.levels_passed) == (0.5, "10", 1)
+    assert (wrong.task_score, wrong.level_pass) == (0.0, "00")

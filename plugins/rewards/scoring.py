@@ -29,12 +29,14 @@ from reasonrl.plugins.rewards.thinking_format import format_ok
 EXTRA_KEYS = (
     "score",
     "acc",
+    "task_kind",
     "task_score",
     "format_ok",
     "judge_error",
     "truncated",
     "repetitive",
     "incomplete",
+    "code_judged",
     "code_tests_passed",
     "code_levels_passed",
     "code_level_pass",
@@ -92,20 +94,22 @@ class Scored:
     levels_passed: int = 0
     level_pass: str = ""
     math_status: str = ""  # verified | timeout | failed (math answers only)
+    kind: str = "math"  # which reward graded it: math | code | custom
+    judged: bool = False  # code: the judge ran the extracted program (and gave verdicts)
 
 
 async def score_code(judge, problem: Problem, calibration: TestDifficulty | None, response: str, scheme: str) -> Scored:
     extracted = extract_code(response)
     if extracted is None or not problem.tests:
-        return Scored(0.0, False)
+        return Scored(0.0, False, kind="code")
     code, language = extracted
     (result,) = await judge.judge([Submission(problem, code, language)])
     if result.judge_error:
-        return Scored(0.0, False, judge_error=True)
+        return Scored(0.0, False, judge_error=True, kind="code")
     passed = result.passed
     fraction = sum(passed) / len(passed)
     if calibration is None or len(calibration.levels) != len(passed):
-        return Scored(float(all(passed)), all(passed), tests_passed=fraction)
+        return Scored(float(all(passed)), all(passed), tests_passed=fraction, kind="code", judged=True)
     per_level = levels_passed(passed, calibration)
     consecutive = next((g for g, ok in enumerate(per_level) if not ok), len(per_level))
     return Scored(
@@ -114,6 +118,8 @@ async def score_code(judge, problem: Problem, calibration: TestDifficulty | None
         tests_passed=fraction,
         levels_passed=consecutive,
         level_pass="".join("1" if ok else "0" for ok in per_level),
+        kind="code",
+        judged=True,
     )
 
 
@@ -148,8 +154,10 @@ def combine(
     extra = {
         "score": score,
         "acc": float(task.correct),
+        "task_kind": task.kind,
         "task_score": task.task_score,
         "format_ok": -1.0 if format_score is None else format_score,
+        "code_judged": float(task.judged),
         "code_tests_passed": task.tests_passed,
         "code_levels_passed": float(task.levels_passed),
         "code_level_pass": task.level_pass,

@@ -3,7 +3,11 @@
 
 The callback also logs the step's reward-side counters, read from ``reward_extra_info``:
 ``reward/math_timeouts`` and ``reward/math_failures`` (math answers scored 0 because grading
-ran out of time or broke), ``reward/judge_errors``.
+ran out of time or broke), ``reward/judge_errors``; which reward graded the responses
+(``reward/math_graded``: Math-Verify verdicts, ``reward/code_judged``: programs the sandbox ran,
+``reward/code_calibrated``: of those, scored by test difficulty, with
+``reward/code_partial_credit`` between 0 and 1 and ``reward/code_score_mean``); the thinking
+toggle's format reward (``reward/format_checked`` responses, ``reward/format_ok_frac``).
 
 The callback reads the step's ``uid``, ``rm_scores``, ``response_mask``, ``loss_mask`` and the
 reward manager's ``reward_extra_info`` (``acc``, ``incomplete``) from verl's TransferQueue,
@@ -43,10 +47,22 @@ def reward_counts(extra: list[dict]) -> dict[str, float]:
     def total(key: str) -> float:
         return float(sum(float(e.get(key, 0.0) or 0.0) > 0 for e in extra))
 
+    math = [e for e in extra if e.get("task_kind") == "math"]
+    code = [e for e in extra if e.get("task_kind") == "code"]
+    calibrated = [e for e in code if e.get("code_level_pass")]
+    code_scores = [float(e.get("task_score", 0.0)) for e in code]
+    formats = [float(e["format_ok"]) for e in extra if float(e.get("format_ok", -1.0)) >= 0]
     return {
         "reward/math_timeouts": total("math_timeout"),
         "reward/math_failures": total("math_failed"),
         "reward/judge_errors": total("judge_error"),
+        "reward/math_graded": float(sum(not e.get("math_timeout") and not e.get("math_failed") for e in math)),
+        "reward/code_judged": total("code_judged"),
+        "reward/code_calibrated": float(len(calibrated)),
+        "reward/code_partial_credit": float(sum(0.0 < s < 1.0 for s in code_scores)),
+        "reward/code_score_mean": float(np.mean(code_scores)) if code_scores else 0.0,
+        "reward/format_checked": float(len(formats)),
+        "reward/format_ok_frac": float(np.mean(formats)) if formats else 0.0,
     }
 
 

@@ -62,7 +62,7 @@ class ReasonrlRewardManager(RewardManagerBase):
         else:
             result = await self.loop.run_in_executor(None, lambda: self.custom_score(**kwargs))
         value = float(result["score"] if isinstance(result, dict) else result)
-        return scoring.Scored(value, value >= 1.0)
+        return scoring.Scored(value, value >= 1.0, kind="custom")
 
     async def _task_score(self, data_source, response: str, ground_truth, extra_info: dict) -> scoring.Scored:
         if self.custom_score is not None:

@@ -1,29 +1,67 @@
-"""The arithmetic task as verl RL parquet files (verl's ``RLHFDataset`` format)."""
+"""The smoke tasks as verl RL parquet files (verl's ``RLHFDataset`` format), one data set per
+recipe so each recipe's CPU run exercises its own rewards (``reasonrl.smoke.arithmetic``):
+
+- ``mimo``: plain problems graded by Math-Verify plus one code problem in four, judged in the
+  sandbox with a test-difficulty calibration in the ground truth (MiMo §3.3.1);
+- ``nemotron``: plain problems, half with "detailed thinking on", half "off"
+  (``extra_info.thinking``; the rewards plugin's dataset class puts the toggle into the prompt);
+- any other recipe: plain problems.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from reasonrl.smoke.arithmetic import DATA_SOURCE, Problem
+from reasonrl.smoke.arithmetic import CODE_DATA_SOURCE, DATA_SOURCE, Problem
+
+#: Every fourth mimo problem is a code problem.
+CODE_EVERY = 4
 
 
-def verl_rows(problems: list[Problem], split: str) -> list[dict]:
-    """One verl row per problem: chat prompt, rule-based ground truth, index."""
-    return [
-        {
-            "data_source": DATA_SOURCE,
-            "prompt": [{"role": "user", "content": problem.prompt}],
-            "ability": "arithmetic",
-            "reward_model": {"style": "rule", "ground_truth": problem.answer},
-            "extra_info": {"split": split, "index": index},
-        }
-        for index, problem in enumerate(problems)
-    ]
+def plain_row(problem: Problem, split: str, index: int) -> dict:
+    return {
+        "data_source": DATA_SOURCE,
+        "prompt": [{"role": "user", "content": problem.prompt}],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": problem.answer},
+        "extra_info": {"split": split, "index": index, "thinking": None},
+    }
 
 
-def write_parquet(problems: list[Problem], split: str, path: Path) -> Path:
+def code_row(problem: Problem, split: str, index: int) -> dict:
+    """A stdin/stdout code problem with its tests and calibration (a JSON ground truth)."""
+    from reasonrl.api import calibrate_difficulty
+
+    inputs, outputs = problem.code_tests()
+    calibration = calibrate_difficulty(problem.code_calibration_verdicts(), levels=2).to_json()
+    truth = {"problem_id": f"add{problem.b}_{index}", "inputs": inputs, "outputs": outputs, "difficulty": calibration}
+    return {
+        "data_source": CODE_DATA_SOURCE,
+        "prompt": [{"role": "user", "content": problem.code_prompt}],
+        "ability": "code",
+        "reward_model": {"style": "rule", "ground_truth": json.dumps(truth)},
+        "extra_info": {"split": split, "index": index, "thinking": None},
+    }
+
+
+def verl_rows(problems: list[Problem], split: str, recipe: str = "") -> list[dict]:
+    """One verl row per problem, in ``recipe``'s task mix."""
+    rows = []
+    for index, problem in enumerate(problems):
+        if recipe == "mimo" and index % CODE_EVERY == CODE_EVERY - 1:
+            rows.append(code_row(problem, split, index))
+            continue
+        row = plain_row(problem, split, index)
+        if recipe == "nemotron":
+            row["extra_info"]["thinking"] = "on" if index % 2 == 0 else "off"
+        rows.append(row)
+    return rows
+
+
+def write_parquet(problems: list[Problem], split: str, path: Path, recipe: str = "") -> Path:
     import pandas as pd
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(verl_rows(problems, split)).to_parquet(path)
+    pd.DataFrame(verl_rows(problems, split, recipe)).to_parquet(path)
     return path

@@ -3,8 +3,8 @@
 Layout under ``root`` (default ``$REASONRL_CACHE`` or ``~/.cache/reasonrl``, then ``smoke/``)::
 
     model/   Hugging Face model + tokenizer (+ reasonrl_tiny_model.json summary)
-    data/    train.parquet, val.parquet
-    STAMP    the spec digest; a different spec rebuilds everything
+    data/<recipe>/   train.parquet, val.parquet in the recipe's task mix (``reasonrl.smoke.data``)
+    STAMP    the spec digest and data layout; a different one rebuilds everything
 """
 
 from __future__ import annotations
@@ -13,12 +13,17 @@ import os
 import shutil
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from reasonrl.smoke.arithmetic import make_problems
 from reasonrl.smoke.data import write_parquet
 from reasonrl.smoke.model import TinyModelSpec, build_tiny_model
 
 TRAIN_PROBLEMS = 1024
 VAL_PROBLEMS = 256
+#: Recipes whose data sets are written with the model (others: on first use, plain problems).
+RECIPES = ("mimo", "kimi_k15", "longcat", "nemotron")
+DATA_LAYOUT = "per-recipe-v1"
 
 
 def default_root() -> Path:
@@ -28,28 +33,47 @@ def default_root() -> Path:
 def prepare(root: Path | None = None, spec: TinyModelSpec = TinyModelSpec(), force: bool = False) -> Path:
     """Make sure ``root`` holds the assets for ``spec``; return ``root``."""
     root = Path(root or default_root())
-    stamp = root / "STAMP"
-    if not force and stamp.exists() and stamp.read_text().strip() == spec.digest():
+    stamp, identity = root / "STAMP", f"{spec.digest()} {DATA_LAYOUT}"
+    if not force and stamp.exists() and stamp.read_text().strip() == identity:
         return root
     if root.exists():
         shutil.rmtree(root)
-    problems = make_problems(TRAIN_PROBLEMS + VAL_PROBLEMS, seed=spec.seed, max_operand=spec.max_operand)
-    train, val = problems[:TRAIN_PROBLEMS], problems[TRAIN_PROBLEMS:]
+    train, val = split_problems(spec)
     print(f"[reasonrl smoke] building tiny model and data in {root} ...", flush=True)
     summary = build_tiny_model(root / "model", spec, eval_problems=train, held_out=val)
-    write_parquet(train, "train", root / "data" / "train.parquet")
-    write_parquet(val, "test", root / "data" / "val.parquet")
-    stamp.write_text(spec.digest())
+    for recipe in RECIPES:
+        write_recipe_data(root, recipe, spec)
+    stamp.write_text(identity)
     print(
         f"[reasonrl smoke] {summary['parameters']:,} parameters; warm-start loss "
         f"{summary['warmup_loss_first']:.3f} -> {summary['warmup_loss_last']:.3f}; "
         f"greedy accuracy {summary['greedy_accuracy_on_rl_problems']:.1%} on the RL problems, "
-        f"{summary['greedy_accuracy_on_validation_problems']:.1%} on the validation problems (neither seen in the warm start)",
+        f"{summary['greedy_accuracy_on_validation_problems']:.1%} on the validation problems (neither seen in the warm start); "
+        f"exact responses by format {summary['greedy_exact_response_by_format']}",
         flush=True,
     )
     return root
 
 
+def split_problems(spec: TinyModelSpec):
+    """The RL (train) and validation problems: disjoint, and never in the warm start."""
+    problems = make_problems(TRAIN_PROBLEMS + VAL_PROBLEMS, seed=spec.seed, max_operand=spec.max_operand)
+    return problems[:TRAIN_PROBLEMS], problems[TRAIN_PROBLEMS:]
+
+
+def write_recipe_data(root: Path, recipe: str, spec: TinyModelSpec = TinyModelSpec()) -> Path:
+    """``data/<recipe>/{train,val}.parquet`` in the recipe's task mix (``reasonrl.smoke.data``)."""
+    train, val = split_problems(spec)
+    folder = Path(root) / "data" / recipe
+    write_parquet(train, "train", folder / "train.parquet", recipe)
+    write_parquet(val, "test", folder / "val.parquet", recipe)
+    return folder
+
+
 def ensure(config=None) -> None:
-    """The cpu_tiny preset's prepare step (``reasonrl.prepare``): build the assets if missing."""
-    prepare()
+    """The cpu_tiny preset's prepare step (``reasonrl.prepare``): build the assets if missing,
+    and the run's recipe's data set (a recipe reasonrl does not ship gets plain problems)."""
+    root = prepare()
+    recipe = str(OmegaConf.select(config, "reasonrl.recipe.name") or "") if config is not None else ""
+    if recipe and not (root / "data" / recipe / "train.parquet").exists():
+        write_recipe_data(root, recipe)

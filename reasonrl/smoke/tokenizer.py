@@ -17,9 +17,12 @@ from transformers import PreTrainedTokenizerFast
 # (its Qwen continuous-token builder, chosen by config.json model_type "qwen2") needs both.
 EOS_TOKEN = "<|im_end|>"
 SPECIAL_TOKENS = ["<pad>", "<bos>", EOS_TOKEN, "<unk>"]
-CHARACTERS = list("0123456789+-=*? \n")
-# Chat template: the user's text is the whole prompt; generation continues right after it.
-CHAT_TEMPLATE = "{% for message in messages %}{{ message['content'] }}{% endfor %}"
+# Digits and operators (arithmetic), lower-case letters, think tags and code fences: the
+# recipes' own task formats (``reasonrl.smoke.arithmetic``: thinking toggle, one-line programs).
+CHARACTERS = list("0123456789+-=*? \n") + list("abcdefghijklmnopqrstuvwxyz") + list("<>/`()")
+# Chat template: the messages' texts in order, a system message on its own line; generation
+# continues right after the user's text.
+CHAT_TEMPLATE = "{% for message in messages %}{{ message['content'] }}{% if message['role'] == 'system' %}{{ '\\n' }}{% endif %}{% endfor %}"
 
 
 def _byte_level(character: str) -> str:
