@@ -1,7 +1,7 @@
 """puzzle: Puzzle NAS for Llama parents (Llama-Nemotron §2, SPEC §6).
 
 Block library (``library.py``), blockwise local distillation (``distill.py``), per-subblock
-quality and resource costs (``pipeline.py``, ``costs.py``), the MIP search (``search.py``;
+quality and resource costs (``stages/score.py``, ``costs.py``), the MIP search (``search.py``;
 ``reasonrl.api.solve_architecture``), FFN Fusion (``fusion.py``) and export as a Llama-Nemotron
 (``nemotron-nas``) checkpoint whose model class (``model.py``) this plugin registers with
 transformers — in verl's processes through the verl bridge, in vLLM's through its plugin
