@@ -51,6 +51,11 @@ def test_main_job_runs_three_steps_checkpoints_and_plots(tmp_path, run_tag):
     assert all(
         steps[s]["reward/math_timeouts"] == 0.0 and steps[s]["reward/judge_errors"] == 0.0 for s in range(1, 4)
     ), sorted(steps[1])
+    # MiMo's own rewards: Math-Verify on the sums, the sandboxed judge on the code problems, each
+    # code verdict scored by its test-difficulty calibration (MiMo §3.3.1)
+    for s in range(1, 4):
+        assert steps[s]["reward/math_graded"] > 0 and steps[s]["reward/code_judged"] > 0, sorted(steps[s])
+        assert steps[s]["reward/code_calibrated"] == steps[s]["reward/code_judged"]
     assert (run_dir / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
     assert (run_dir / "global_step_3" / "actor").is_dir()
     text = log.read_text()
@@ -69,32 +74,50 @@ def test_main_job_runs_three_steps_checkpoints_and_plots(tmp_path, run_tag):
     assert Path(plot.stdout.strip()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-#: A metric only the recipe's own objective logs (proof that its loss ran in the workers).
-RECIPE_LOSS_METRIC = {"kimi_k15": "actor/kimi/tau", "nemotron": "actor/pg_clipfrac"}
+def kimi_k15_techniques(steps: dict) -> None:
+    step = steps[1]
+    assert "actor/kimi/tau" in step  # Kimi's mirror-descent loss ran in the actor workers
+    # §2.3.3's length reward is 0 only when every group's responses have one length (or it is off)
+    assert step["reasonrl/length_penalty_mean"] != 0.0
+    assert step["reward/math_graded"] > 0  # Math-Verify graded the sums (the reasonrl reward manager)
+    assert step["reward/math_timeouts"] == 0.0
+
+
+def nemotron_techniques(steps: dict) -> None:
+    """nemotron runs verl's own trainer (no group step): verl logs the reward manager's per-sample
+    fields in validation, per data source (``val-aux/<source>/<field>/mean@1``)."""
+    before = steps[0]
+    format_ok = [value for key, value in before.items() if "/format_ok/mean" in key]
+    # every validation prompt carries the thinking toggle (the dataset class), every answer got
+    # the format reward (-1 would mean "no toggle seen"); the warm start follows it often
+    assert format_ok and all(0.0 < value <= 1.0 for value in format_ok), sorted(before)
+    assert any("/acc/mean" in key for key in before), sorted(before)  # Math-Verify's verdicts
+
+
+#: task reward 0/1, plus the format reward (weight 1) in nemotron, plus Kimi's length reward (|.| <= 0.5)
+RECIPE_REWARD_RANGE = {"kimi_k15": (-0.5, 1.5), "nemotron": (0.0, 2.0)}
+#: What only the recipe's own techniques produce in one step (its loss, its rewards).
+#: mimo: the three-step test above; longcat: its ε_pos_high schedule + masking run
+#: (test_objectives_verl.py).
+RECIPE_TECHNIQUES = {"kimi_k15": kimi_k15_techniques, "nemotron": nemotron_techniques}
 #: Kimi's length penalty from step 1 (its warm-up is 20 steps): the group step of trainer mode
 #: reasonrl_sync then reads and writes verl's TransferQueue fields in this one-step run.
-RECIPE_OVERRIDES = {"kimi_k15": ["reasonrl.rewards.length_penalty_warmup_steps=0"]}
-RECIPE_REWARD_METRIC = {"kimi_k15": "reasonrl/length_penalty_mean"}
+RECIPE_OVERRIDES = {
+    "kimi_k15": ["reasonrl.rewards.length_penalty_warmup_steps=0", "trainer.val_before_train=false"],
+    # validation before the step: where verl logs the reward fields of a run without reasonrl_sync
+    "nemotron": ["trainer.val_before_train=true"],
+}
 
 
-# mimo: the three-step test above; longcat: its ε_pos_high schedule test (test_objectives_verl.py)
-@pytest.mark.parametrize("recipe", sorted(RECIPE_LOSS_METRIC))
+@pytest.mark.parametrize("recipe", sorted(RECIPE_TECHNIQUES))
 def test_every_recipe_trains_one_step_on_the_cpu_preset(tmp_path, run_tag, recipe):
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
-    overrides = [
-        "trainer.total_training_steps=1",
-        "trainer.val_before_train=false",
-        "trainer.test_freq=-1",
-        *RECIPE_OVERRIDES.get(recipe, []),
-    ]
+    overrides = ["trainer.total_training_steps=1", "trainer.test_freq=-1", *RECIPE_OVERRIDES[recipe]]
     result = run_to_end(train_args(recipe, run_dir, *overrides), run_tag, log)
     assert result.returncode == 0, tail(log)
     (steps,) = launch_metrics(run_dir)
-    assert_steps_trained(steps, range(1, 2), log)
-    assert RECIPE_LOSS_METRIC[recipe] in steps[1], sorted(steps[1])
-    if recipe in RECIPE_REWARD_METRIC:
-        assert -0.5 <= steps[1][RECIPE_REWARD_METRIC[recipe]] <= 0.5, sorted(steps[1])
-        assert steps[1]["reward/math_timeouts"] == 0.0, sorted(steps[1])
+    assert_steps_trained(steps, range(1, 2), log, RECIPE_REWARD_RANGE[recipe])
+    RECIPE_TECHNIQUES[recipe](steps)
 
 
 def wait_for_checkpoint(run_dir: Path, process: subprocess.Popen, log: Path, timeout: float = LAUNCH_TIMEOUT) -> int:

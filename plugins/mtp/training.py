@@ -121,11 +121,14 @@ def acceptance(
     """Per-layer teacher-forced acceptance on ``sequences`` (positions from ``prompt_length`` on):
     ``independent[k-1]`` = P(layer k's greedy token = t_{i+k+1}); ``chained[k-1]`` also requires
     layers 1..k-1 (and the main model's next token) to be right — the rate a k-token draft
-    reaches position k."""
+    reaches position k; ``sampled[k-1]`` = the mean probability the main model gives layer k's
+    greedy token, i.e. the rate at which a verifier sampling at temperature 1 accepts it (vLLM's
+    rejection sampler with greedy drafts)."""
     model.eval()
     depth = len(model.model.mtp_layers)
     hits = torch.zeros(depth)
     chain_hits = torch.zeros(depth)
+    sampled = torch.zeros(depth)
     counted = torch.zeros(depth)
     for start in range(0, len(sequences), batch_size):
         ids, mask = pad(sequences[start : start + batch_size])
@@ -139,14 +142,19 @@ def acceptance(
             target = torch.roll(ids, shifts=-(k + 1), dims=1)
             valid = (positions < length - k - 1) & (positions >= prompt_length)
             valid = valid & torch.roll(mask.bool(), shifts=-(k + 1), dims=1)
-            right = (logits.argmax(-1) == target) & valid
+            draft = logits.argmax(-1)
+            right = (draft == target) & valid
             chain = chain & right
+            # the main model's distribution for t_{i+k+1} sits at position i+k
+            verifier = torch.roll(out.main_logits.float().softmax(-1), shifts=-k, dims=1)
+            sampled[k - 1] += (verifier.gather(-1, draft.unsqueeze(-1)).squeeze(-1) * valid).sum()
             hits[k - 1] += right.sum()
             chain_hits[k - 1] += (chain & valid).sum()
             counted[k - 1] += valid.sum()
     return {
         "independent": (hits / counted.clamp_min(1)).tolist(),
         "chained": (chain_hits / counted.clamp_min(1)).tolist(),
+        "sampled": (sampled / counted.clamp_min(1)).tolist(),
     }
 
 

@@ -66,6 +66,10 @@ def test_acceptance_counts_what_it_says():
         guesses = out.mtp.logits[k - 1].argmax(-1)
         pairs = [(guesses[b, i].item(), sequences[b][i + k + 1]) for b in range(6) for i in range(5, 20 - k - 1)]
         assert abs(report["independent"][k - 1] - sum(g == t for g, t in pairs) / len(pairs)) < 1e-6
+        # sampled: the main model's probability of the draft at the position that predicts it
+        verifier = out.main_logits.float().softmax(-1)
+        probs = [verifier[b, i + k, guesses[b, i]].item() for b in range(6) for i in range(5, 20 - k - 1)]
+        assert abs(report["sampled"][k - 1] - sum(probs) / len(probs)) < 1e-6
     assert report["chained"][1] <= report["chained"][0] <= report["independent"][0]
 
 
