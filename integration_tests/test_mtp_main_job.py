@@ -16,6 +16,7 @@ from transformers import AutoTokenizer
 
 from reasonrl.plugins.mtp.cli import attach_checkpoint
 from reasonrl.smoke.arithmetic import formatted, make_problems
+from reasonrl.smoke.data import is_code_problem
 from reasonrl.smoke.prepare import prepare
 from reasonrl.testing.cpu_runs import assert_steps_trained, launch_metrics, run_to_end, tail, train_args
 
@@ -27,11 +28,11 @@ def smoke_mimo(tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(source)
 
     def rows(count, seed):
-        """The mimo recipe's task mix (3 sums : 1 code task), prompt + answer + EOS."""
+        """The mimo recipe's task mix (as its smoke data), prompt + answer + EOS."""
         return [
             tokenizer(prompt)["input_ids"] + tokenizer(answer)["input_ids"] + [tokenizer.eos_token_id]
             for index, problem in enumerate(make_problems(count, seed=seed, max_operand=99))
-            for prompt, answer in [formatted(problem, "code" if index % 4 == 3 else "plain")]
+            for prompt, answer in [formatted(problem, "code" if is_code_problem("mimo", index) else "plain")]
         ]
 
     for name, data in (("train", rows(4000, 11)), ("held_out", rows(300, 12))):

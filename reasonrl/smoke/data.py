@@ -19,6 +19,11 @@ from reasonrl.smoke.arithmetic import CODE_DATA_SOURCE, DATA_SOURCE, Problem
 CODE_EVERY = 4
 
 
+def is_code_problem(recipe: str, index: int) -> bool:
+    """Whether problem ``index`` of ``recipe``'s data set is posed as a code task."""
+    return recipe == "mimo" and index % CODE_EVERY == CODE_EVERY - 1
+
+
 def plain_row(problem: Problem, split: str, index: int) -> dict:
     return {
         "data_source": DATA_SOURCE,
@@ -49,7 +54,7 @@ def verl_rows(problems: list[Problem], split: str, recipe: str = "") -> list[dic
     """One verl row per problem, in ``recipe``'s task mix."""
     rows = []
     for index, problem in enumerate(problems):
-        if recipe == "mimo" and index % CODE_EVERY == CODE_EVERY - 1:
+        if is_code_problem(recipe, index):
             rows.append(code_row(problem, split, index))
             continue
         row = plain_row(problem, split, index)
