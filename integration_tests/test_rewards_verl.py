@@ -312,6 +312,8 @@ def test_group_step_masks_and_penalises_length_then_verl_computes_advantages():
     assert metrics["reasonrl/incomplete_masked"] == 1.0 and metrics["reasonrl/incomplete_masked_frac"] == pytest.approx(
         1 / 6
     )
+    # group a (4, 8, 6) varies, group b (5, 5) does not; two of a's three rewards are non-zero
+    assert metrics["reasonrl/length_varied_groups"] == 1.0 and metrics["reasonrl/length_penalty_nonzero"] == 2.0
 
     advantages = _verl_advantages(out, uids, lengths, "masked_grpo")
     # reference: GRPO from the equation over the kept responses of each group

@@ -66,6 +66,16 @@ def reward_counts(extra: list[dict]) -> dict[str, float]:
     }
 
 
+def _varied_groups(uids, lengths, masked) -> int:
+    """Groups whose unmasked responses have more than one length (where the length reward is
+    not all zero: its longest response gets −0.5 times the weight)."""
+    seen: dict = {}
+    for uid, length, off in zip(uids, lengths, masked):
+        if not off:
+            seen.setdefault(uid, set()).add(length)
+    return sum(len(group) > 1 for group in seen.values())
+
+
 def apply_group_step(fields, settings: RewardsConfig, step: int):
     """``fields``: the TensorDict verl's TransferQueue returns for FETCHED (jagged tensors per
     response). Returns (TensorDict of rm_scores/response_mask/loss_mask to write back, metrics)."""
@@ -107,6 +117,8 @@ def apply_group_step(fields, settings: RewardsConfig, step: int):
         "reasonrl/incomplete_masked": float(sum(masked)),
         "reasonrl/incomplete_masked_frac": sum(masked) / max(1, len(masked)),
         "reasonrl/length_penalty_mean": float(np.mean(bonus)) if bonus else 0.0,
+        "reasonrl/length_penalty_nonzero": float(sum(b != 0.0 for b in bonus)),
+        "reasonrl/length_varied_groups": float(_varied_groups(uids, lengths, masked)),
         **reward_counts(extra),
     }
     return out, metrics
