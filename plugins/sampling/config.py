@@ -3,13 +3,14 @@
 
 ``samplers`` lists the stages in pipeline order: ``difficulty_filter`` (the pool), then at most
 one selector (``curriculum``, ``prioritized`` or ``gaussian_curriculum``; uniform epochs when
-none), then ``easy_pool``, then ``dynamic``.
+none) — or the pair ``curriculum, prioritized`` (Kimi k1.5 §2.3.4: curriculum, then prioritized
+from ``prioritized_from_step``) —, then ``easy_pool``, then ``dynamic``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Mapping, Optional
 
 from reasonrl.config import ConfigError, group_settings, knob
 from reasonrl.contracts import ConfigGroup
@@ -24,6 +25,10 @@ STAGES = {
     "dynamic": 3,
 }
 SELECTORS = ("curriculum", "prioritized", "gaussian_curriculum")
+#: the one allowed pair of selectors, in this order (Kimi k1.5 §2.3.4: curriculum, then prioritized)
+CURRICULUM_THEN_PRIORITIZED = ("curriculum", "prioritized")
+#: keys of one ``domain_filters`` rule, both required
+DOMAIN_RULE_KEYS = ("threshold", "inclusive")
 NEEDS_PASS_RATES = ("difficulty_filter", "gaussian_curriculum")
 KEY = "reasonrl.sampling"
 
@@ -59,6 +64,18 @@ class SamplingConfig:
     width: float = knob(
         0.15, help="Gaussian curriculum: standard deviation of the target, in pass rate", low=0.0, low_open=True
     )
+    # curriculum then prioritized (Kimi k1.5 §2.3.4, samplers [curriculum, prioritized])
+    prioritized_from_step: Optional[int] = knob(
+        None,
+        help="[curriculum, prioritized]: batches drawn by the curriculum before prioritized sampling takes over "
+        "(null: pace_steps, when the curriculum window covers the whole pool)",
+        low=1,
+    )
+    curriculum_optional: bool = knob(
+        False,
+        help="[curriculum, prioritized]: with neither a pass rate nor a difficulty per prompt, skip the curriculum "
+        "(prioritized from step 0, with a warning) instead of failing",
+    )
     # prioritized (Kimi)
     unseen_success: float = knob(
         0.0, help="prioritized: success rate assumed for a prompt never rolled out", low=0.0, high=1.0
@@ -79,6 +96,14 @@ class SamplingConfig:
     filter_inclusive: bool = knob(
         True, help="drop pass rate == filter_threshold too (false: only above, as MiMo's '> 0.9')"
     )
+    domain_filters: dict = knob(
+        {},
+        help="per-domain offline filter rules, domain label -> {threshold: [0, 1], inclusive: bool} "
+        "(MiMo §3.2: math > 0.9, code only 16/16); other domains use filter_threshold/filter_inclusive",
+    )
+    domain_column: str = knob(
+        "ability", help="verl: dataset column (or extra_info key) with each prompt's domain label for domain_filters"
+    )
     # verl adapter
     pass_rate_column: str = knob(
         "pass_rate", help="verl: dataset column (or extra_info key) with each prompt's pre-computed pass rate"
@@ -98,8 +123,12 @@ class SamplingConfig:
         if len(set(names)) != len(names):
             raise ConfigError(f"{KEY}.samplers", f"lists a sampler twice: {names}")
         chosen = [name for name in names if name in SELECTORS]
-        if len(chosen) > 1:
-            raise ConfigError(f"{KEY}.samplers", f"{chosen} each decide the draw order: pick one of them")
+        if len(chosen) > 1 and tuple(chosen) != CURRICULUM_THEN_PRIORITIZED:
+            raise ConfigError(
+                f"{KEY}.samplers",
+                f"{chosen} each decide the draw order: pick one of them (the one allowed pair is "
+                f"{list(CURRICULUM_THEN_PRIORITIZED)}, in that order: Kimi's curriculum, then prioritized sampling)",
+            )
         ranks = [STAGES[name] for name in names]
         if ranks != sorted(ranks):
             expected = sorted(names, key=STAGES.get)
@@ -107,10 +136,39 @@ class SamplingConfig:
                 f"{KEY}.samplers",
                 f"{names} is out of order: stages run pool filter → selector → easy_pool → dynamic, i.e. {expected}",
             )
+        self.domain_filters = check_domain_filters(self.domain_filters)
 
     @property
     def selector(self) -> str:
-        return next((name for name in self.samplers if name in SELECTORS), "uniform")
+        """``uniform``, one of ``SELECTORS``, or ``curriculum+prioritized`` for the pair."""
+        chosen = [name for name in self.samplers if name in SELECTORS]
+        return "+".join(chosen) if chosen else "uniform"
+
+
+def check_domain_filters(rules) -> dict:
+    """``domain_filters`` as ``{domain: {"threshold": float, "inclusive": bool}}``; ConfigError
+    naming the first bad key (``reasonrl.sampling.domain_filters.<domain>[.<field>]``)."""
+    base = f"{KEY}.domain_filters"
+    checked = {}
+    for domain, rule in dict(rules).items():
+        key = f"{base}.{domain}"
+        if not isinstance(domain, str) or not domain:
+            raise ConfigError(base, f"domain labels must be non-empty strings, got {domain!r}")
+        if not isinstance(rule, Mapping):
+            raise ConfigError(key, f"must be a mapping {{threshold: [0, 1], inclusive: bool}}, got {rule!r}")
+        unknown = sorted(set(rule) - set(DOMAIN_RULE_KEYS), key=str)
+        if unknown:
+            raise ConfigError(f"{key}.{unknown[0]}", f"unknown key: a rule has exactly {list(DOMAIN_RULE_KEYS)}")
+        for field in DOMAIN_RULE_KEYS:
+            if field not in rule:
+                raise ConfigError(f"{key}.{field}", f"is required: a rule has exactly {list(DOMAIN_RULE_KEYS)}")
+        threshold, inclusive = rule["threshold"], rule["inclusive"]
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
+            raise ConfigError(f"{key}.threshold", f"= {threshold!r} is out of range: allowed [0.0, 1.0]")
+        if not isinstance(inclusive, bool):
+            raise ConfigError(f"{key}.inclusive", f"expected bool, got {type(inclusive).__name__} {inclusive!r}")
+        checked[domain] = {"threshold": float(threshold), "inclusive": inclusive}
+    return checked
 
 
 SAMPLING_GROUP = ConfigGroup(

@@ -1,14 +1,16 @@
 """The prompt sampler behind ``reasonrl.api.build_sampler`` and the verl adapter (SPEC §3).
 
-One pipeline: offline difficulty filter → selector (uniform epochs, curriculum, prioritized or
-Gaussian curriculum) → easy pool → dynamic sampling with replacement. ``sample`` draws a batch,
-``update`` feeds back each drawn prompt's per-response scores; ``state_dict`` holds everything
-(pools, success records, curriculum position, RNG) for an exact resume.
+One pipeline: offline difficulty filter (per domain: MiMo §3.2) → selector (uniform epochs,
+curriculum, prioritized, curriculum then prioritized (Kimi k1.5 §2.3.4), or Gaussian curriculum)
+→ easy pool → dynamic sampling with replacement. ``sample`` draws a batch, ``update`` feeds back
+each drawn prompt's per-response scores; ``state_dict`` holds everything (pools, success records,
+curriculum position and phase, RNG) for an exact resume.
 """
 
 from __future__ import annotations
 
 import itertools
+import warnings
 from dataclasses import asdict
 from typing import Hashable, Iterable, Mapping, Sequence
 
@@ -17,7 +19,14 @@ import numpy as np
 from reasonrl.config import ConfigError, validate_group
 from reasonrl.plugins.sampling.config import KEY, NEEDS_PASS_RATES, SAMPLING_GROUP, STAGES, SamplingConfig
 from reasonrl.plugins.sampling.pools import IndexedSet
-from reasonrl.plugins.sampling.selectors import Curriculum, EmptyPool, GaussianCurriculum, Prioritized, UniformEpochs
+from reasonrl.plugins.sampling.selectors import (
+    Curriculum,
+    CurriculumThenPrioritized,
+    EmptyPool,
+    GaussianCurriculum,
+    Prioritized,
+    UniformEpochs,
+)
 
 STATE_VERSION = 1
 
@@ -48,7 +57,9 @@ class OutcomeRecord:
 class PromptSampler:
     """Draws prompt ids for each batch and learns from their results (see module docstring)."""
 
-    def __init__(self, settings: SamplingConfig, prompt_ids: Sequence[Hashable], pass_rates=None, difficulty=None):
+    def __init__(
+        self, settings: SamplingConfig, prompt_ids: Sequence[Hashable], pass_rates=None, difficulty=None, domains=None
+    ):
         self.settings = settings
         ids = np.asarray(prompt_ids)
         if ids.ndim != 1 or len(ids) == 0:
@@ -60,14 +71,33 @@ class PromptSampler:
             raise ConfigError("prompt_ids", "holds the same prompt id twice")
         self.pass_rates = self._aligned(pass_rates, "pass_rates")
         self.difficulty = self._aligned(difficulty, "difficulty")
+        self.domains = self._labels(domains, "domains")
         names = list(settings.samplers)
-        for name in NEEDS_PASS_RATES + (("curriculum",) if self.difficulty is None else ()):
+        # Kimi's pair without any difficulty signal: prioritized from the start when allowed
+        self.skip_curriculum = (
+            settings.selector == "curriculum+prioritized"
+            and settings.curriculum_optional
+            and self.pass_rates is None
+            and self.difficulty is None
+        )
+        if self.skip_curriculum:
+            warnings.warn(
+                f"{KEY}: no pre-computed pass rate or difficulty per prompt: the curriculum is skipped, "
+                "prioritized sampling from step 0 (curriculum_optional: true)",
+                stacklevel=2,
+            )
+        needs_rates = NEEDS_PASS_RATES + (
+            ("curriculum",) if self.difficulty is None and not self.skip_curriculum else ()
+        )
+        for name in needs_rates:
             if name in names and self.pass_rates is None:
                 raise ConfigError(
                     f"{KEY}.samplers",
                     f"{name!r} needs a pre-computed pass rate per prompt (pass_rates=..., or the dataset column reasonrl.sampling.pass_rate_column)",
                 )
-        if settings.selector in ("curriculum", "gaussian_curriculum") and settings.pace_steps is None:
+        if settings.selector in ("curriculum", "gaussian_curriculum", "curriculum+prioritized") and (
+            settings.pace_steps is None
+        ):
             raise ConfigError(f"{KEY}.pace_steps", f"is required by {settings.selector!r}: batches from easy to hard")
         self.rng = np.random.default_rng(settings.seed)
         self.stats = OutcomeRecord(len(ids))
@@ -75,16 +105,12 @@ class PromptSampler:
 
         self.kept = np.ones(len(ids), dtype=bool)  # survives the offline difficulty filter
         if "difficulty_filter" in names:
-            too_easy = (
-                self.pass_rates > settings.filter_threshold
-                if not settings.filter_inclusive
-                else self.pass_rates >= settings.filter_threshold
-            )
-            self.kept = ~too_easy
+            self.kept = ~self._too_easy()
             if not self.kept.any():
                 raise ConfigError(
                     f"{KEY}.filter_threshold",
-                    f"= {settings.filter_threshold} drops every one of the {len(ids)} prompts: the pool is empty",
+                    f"= {settings.filter_threshold} (domain_filters {settings.domain_filters}) drops every one "
+                    f"of the {len(ids)} prompts: the pool is empty",
                 )
         self.selector = self._build_selector()
         self.easy = IndexedSet(len(ids))
@@ -113,18 +139,62 @@ class PromptSampler:
             raise ConfigError(name, "must lie in [0, 1]")
         return array
 
+    def _labels(self, values, name: str):
+        """Per-prompt string labels (``None``: no label), aligned with ``prompt_ids``."""
+        if values is None:
+            return None
+        if isinstance(values, Mapping):
+            missing = [key for key in self.ids.tolist() if key not in values]
+            if missing:
+                raise ConfigError(
+                    name, f"has no value for {len(missing)} of {len(self.ids)} prompts (e.g. {missing[:3]})"
+                )
+            values = [values[key] for key in self.ids.tolist()]
+        values = list(values)
+        if len(values) != len(self.ids):
+            raise ConfigError(name, f"has {len(values)} values for {len(self.ids)} prompts")
+        return np.asarray([None if value is None else str(value) for value in values], dtype=object)
+
+    def _too_easy(self) -> np.ndarray:
+        """The offline filter: pass rate > threshold (>= when inclusive), the rule of the prompt's
+        domain where ``domain_filters`` has one, else ``filter_threshold``/``filter_inclusive``."""
+        s = self.settings
+        threshold = np.full(len(self.ids), s.filter_threshold)
+        inclusive = np.full(len(self.ids), s.filter_inclusive)
+        if s.domain_filters:
+            if self.domains is None:
+                raise ConfigError(
+                    f"{KEY}.domain_filters",
+                    f"needs a domain label per prompt (domains=..., or the dataset column {KEY}.domain_column)",
+                )
+            for domain, rule in s.domain_filters.items():
+                mine = self.domains == domain
+                threshold[mine], inclusive[mine] = rule["threshold"], rule["inclusive"]
+        return np.where(inclusive, self.pass_rates >= threshold, self.pass_rates > threshold)
+
     def _build_selector(self):
         s = self.settings
         if s.selector == "curriculum":
-            easiness = self.pass_rates if self.difficulty is None else -self.difficulty
-            return Curriculum(self.kept, self.rng, easiness, s.start_fraction, s.pace_steps)
+            return self._curriculum()
         if s.selector == "prioritized":
-            return Prioritized(self.kept, self.rng, self.stats, s.unseen_success, s.smoothing, s.min_priority)
+            return self._prioritized()
+        if s.selector == "curriculum+prioritized":
+            switch = s.prioritized_from_step if s.prioritized_from_step is not None else s.pace_steps
+            curriculum = None if self.skip_curriculum else self._curriculum()
+            return CurriculumThenPrioritized(curriculum, self._prioritized(), switch)
         if s.selector == "gaussian_curriculum":
             return GaussianCurriculum(
                 self.kept, self.rng, self.pass_rates, s.bins, s.centre_start, s.centre_end, s.width, s.pace_steps
             )
         return UniformEpochs(self.kept, self.rng)
+
+    def _curriculum(self) -> Curriculum:
+        easiness = self.pass_rates if self.difficulty is None else -self.difficulty
+        return Curriculum(self.kept, self.rng, easiness, self.settings.start_fraction, self.settings.pace_steps)
+
+    def _prioritized(self) -> Prioritized:
+        s = self.settings
+        return Prioritized(self.kept, self.rng, self.stats, s.unseen_success, s.smoothing, s.min_priority)
 
     # ---------------------------------------------------------------- ids <-> positions
     def positions(self, prompt_ids: Iterable[Hashable]) -> np.ndarray:
@@ -280,6 +350,8 @@ class PromptSampler:
             out["drawn_precomputed_pass_rate_mean"] = step["prior_pass_rate_sum"] / step["drawn"]
         if self.selector.centre is not None:
             out["curriculum_centre"] = float(self.selector.centre)
+        if isinstance(self.selector, CurriculumThenPrioritized):
+            out["phase"] = float(self.selector.phase)  # 0 curriculum, 1 prioritized
         return {prefix + key: value for key, value in out.items()}
 
     # ---------------------------------------------------------------- checkpoint
@@ -319,13 +391,14 @@ class PromptSampler:
 
 
 def build_sampler(
-    name, prompt_ids: Sequence[Hashable], *, pass_rates=None, difficulty=None, **options
+    name, prompt_ids: Sequence[Hashable], *, pass_rates=None, difficulty=None, domains=None, **options
 ) -> PromptSampler:
     """``name``: one sampler name or a list (pipeline order, see ``SamplingConfig``); ``options``:
     the ``reasonrl.sampling`` knobs (``seed``, ``alpha``, ``pace_steps``, ...); ``pass_rates`` /
-    ``difficulty``: per prompt, as a mapping id → value or a sequence aligned with ``prompt_ids``."""
+    ``difficulty`` / ``domains`` (labels for ``domain_filters``): per prompt, as a mapping
+    id → value or a sequence aligned with ``prompt_ids``."""
     names = [name] if isinstance(name, str) else list(name)
     if not names:
         raise ConfigError(f"{KEY}.samplers", f"name at least one sampler: {list(STAGES)}")
     settings = validate_group(SAMPLING_GROUP, {**options, "samplers": names})
-    return PromptSampler(settings, prompt_ids, pass_rates=pass_rates, difficulty=difficulty)
+    return PromptSampler(settings, prompt_ids, pass_rates=pass_rates, difficulty=difficulty, domains=domains)

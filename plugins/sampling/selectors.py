@@ -1,5 +1,6 @@
 """Which normal-pool prompts a batch gets (SPEC §3): uniform epochs, Kimi's curriculum and
-prioritized sampling, Llama-Nemotron's progressive Gaussian curriculum.
+prioritized sampling (alone, or the curriculum then prioritized), Llama-Nemotron's progressive
+Gaussian curriculum.
 
 A selector owns the *active* prompts (not offline-filtered, not in the easy pool). Epoch
 selectors hand out every active prompt once per epoch (without replacement); prompts given
@@ -223,6 +224,81 @@ class Prioritized(Selector):
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)  # the sampler restores its outcome record first
         self._refresh_all()
+
+
+class CurriculumThenPrioritized(Selector):
+    """Kimi k1.5 §2.3.4 uses both: the curriculum draws batches ``0 .. switch_step − 1`` (phase 0),
+    prioritized sampling every later batch (phase 1; the §3.5 ablation switches at iteration 24).
+    Both sub-selectors see every ``set_active``/``observe``/``give_back``, so the prioritized one
+    holds the whole outcome record when it takes over. ``curriculum=None``: no difficulty per
+    prompt, prioritized from the start (``curriculum_optional``)."""
+
+    def __init__(self, curriculum: Curriculum | None, prioritized: Prioritized, switch_step: int):
+        # no Selector.__init__: the active set, RNG and epoch are the sub-selectors'
+        self.curriculum, self.prioritized, self.switch_step = curriculum, prioritized, switch_step
+        self.phase = 0 if curriculum is not None else 1
+
+    @property
+    def parts(self) -> tuple:
+        return tuple(part for part in (self.curriculum, self.prioritized) if part is not None)
+
+    @property
+    def current(self) -> Selector:
+        return self.curriculum if self.phase == 0 else self.prioritized
+
+    @property
+    def active(self) -> np.ndarray:
+        return self.prioritized.active  # every part gets the same set_active calls
+
+    @property
+    def epoch(self) -> int:
+        """The curriculum's epochs (prioritized has none): frozen after the switch."""
+        return self.curriculum.epoch if self.curriculum is not None else 0
+
+    @property
+    def centre(self) -> float | None:
+        return self.curriculum.centre if self.phase == 0 else None
+
+    def begin_batch(self, batch_index: int) -> None:
+        if self.phase == 0 and batch_index >= self.switch_step:
+            self.phase = 1
+        self.current.begin_batch(batch_index)
+
+    def draw(self, count: int, refill: bool) -> np.ndarray:
+        return self.current.draw(count, refill)
+
+    def remaining(self) -> int:
+        return self.current.remaining()
+
+    def set_active(self, positions: np.ndarray, active: bool) -> None:
+        for part in self.parts:
+            part.set_active(positions, active)
+
+    def give_back(self, positions: np.ndarray) -> None:
+        for part in self.parts:
+            part.give_back(positions)
+
+    def observe(self, positions: np.ndarray) -> None:
+        for part in self.parts:
+            part.observe(positions)
+
+    def state_dict(self) -> dict:
+        state = {"phase": self.phase, "prioritized": self.prioritized.state_dict()}
+        if self.curriculum is not None:
+            state["curriculum"] = self.curriculum.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        if ("curriculum" in state) != (self.curriculum is not None):
+            saved, here = ("with", "without") if "curriculum" in state else ("without", "with")
+            raise ValueError(
+                f"sampler state was saved {saved} a curriculum phase, this run is {here} one "
+                "(a pass rate / difficulty per prompt decides: reasonrl.sampling.curriculum_optional)"
+            )
+        self.phase = int(state["phase"])
+        if self.curriculum is not None:
+            self.curriculum.load_state_dict(state["curriculum"])
+        self.prioritized.load_state_dict(state["prioritized"])
 
 
 class GaussianCurriculum(Selector):

@@ -10,6 +10,7 @@ or evicted), logs the sampler's metrics each step and checkpoints its state with
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import numpy as np
 
@@ -18,19 +19,28 @@ from reasonrl.plugins.sampling.config import KEY, SamplingConfig
 from reasonrl.plugins.sampling.sampler import PromptSampler, build_sampler
 
 
-def _column(dataset, name: str) -> np.ndarray | None:
-    """A numeric column of verl's RLHFDataset, top level or inside ``extra_info``."""
+def _values(dataset, name: str) -> list | None:
+    """A column of verl's RLHFDataset, top level or inside ``extra_info`` (None: not in every row)."""
     frame = dataset.dataframe
     if name in frame.column_names:
-        values = frame[name]
-    elif "extra_info" in frame.column_names:
+        return list(frame[name])
+    if "extra_info" in frame.column_names:
         infos = frame["extra_info"]
-        if not all(isinstance(info, dict) and name in info for info in infos):
-            return None
-        values = [info[name] for info in infos]
-    else:
-        return None
-    return np.asarray(values, dtype=np.float64)
+        if all(isinstance(info, dict) and name in info for info in infos):
+            return [info[name] for info in infos]
+    return None
+
+
+def _column(dataset, name: str) -> np.ndarray | None:
+    """A numeric column of verl's RLHFDataset, top level or inside ``extra_info``."""
+    values = _values(dataset, name)
+    return None if values is None else np.asarray(values, dtype=np.float64)
+
+
+def _text_column(dataset, name: str) -> list | None:
+    """A label column (e.g. verl's ``ability``: math, code, ...) as strings; a missing cell is None."""
+    values = _values(dataset, name)
+    return None if values is None else [None if value is None else str(value) for value in values]
 
 
 def response_score(reward: float, extra: dict, score_key: str) -> float:
@@ -61,17 +71,43 @@ class SamplingCallback:
             )
         if s.pace_steps is None:
             s.pace_steps = int(trainer.total_training_steps)
-        needs_rates = {"difficulty_filter", "gaussian_curriculum"} | ({"curriculum"} if difficulty is None else set())
+        # curriculum_optional: Kimi's pair runs prioritized-only without a difficulty signal
+        optional = s.curriculum_optional and s.selector == "curriculum+prioritized"
+        needs_rates = {"difficulty_filter", "gaussian_curriculum"} | (
+            {"curriculum"} if difficulty is None and not optional else set()
+        )
         if pass_rates is None and needs_rates & set(s.samplers):
             raise ConfigError(
                 f"{KEY}.pass_rate_column",
                 f"{s.pass_rate_column!r} is not a column (or extra_info key) of every row of data.train_files; `reasonrl sampling pass-rates` writes it",
             )
+        if optional and pass_rates is None and difficulty is None:
+            print(
+                f"[reasonrl] sampling: no {s.pass_rate_column!r} column (nor difficulty_column) in data.train_files: "
+                "the curriculum is skipped, prioritized sampling from step 0 (curriculum_optional)",
+                flush=True,
+            )
+        domains = None
+        if s.domain_filters and "difficulty_filter" in s.samplers:
+            domains = _text_column(dataset, s.domain_column)
+            if domains is None:
+                raise ConfigError(
+                    f"{KEY}.domain_column",
+                    f"{s.domain_column!r} is not a column (or extra_info key) of every row of data.train_files "
+                    f"(needed by domain_filters {sorted(s.domain_filters)})",
+                )
         # reasonrl.api.build_sampler itself: the facade is the product's path
         options = {key: value for key, value in dataclasses.asdict(s).items() if key != "samplers"}
-        self.sampler = build_sampler(
-            s.samplers, np.arange(len(dataset)), pass_rates=pass_rates, difficulty=difficulty, **options
-        )
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=f"{KEY}: no pre-computed pass rate")  # printed above
+            self.sampler = build_sampler(
+                s.samplers,
+                np.arange(len(dataset)),
+                pass_rates=pass_rates,
+                difficulty=difficulty,
+                domains=domains,
+                **options,
+            )
 
     def next_prompts(self, trainer, count: int, refill: bool) -> list[int]:
         return self.sampler.sample(count, refill=refill)

@@ -178,6 +178,7 @@ def test_difficulty_filter_drops_prompts_at_or_above_the_threshold():
         ["easy_pool", "dynamic"],
         ["prioritized", "easy_pool", "dynamic"],
         ["curriculum", "easy_pool", "dynamic"],
+        ["curriculum", "prioritized", "easy_pool", "dynamic"],
         ["difficulty_filter", "gaussian_curriculum", "dynamic"],
     ],
 )
@@ -217,7 +218,7 @@ def test_state_round_trip_continues_exactly(tmp_path, names):
         (lambda: build_sampler("dynamic", [1, 2], alhpa=0.1), "reasonrl.sampling.alhpa"),
         (lambda: build_sampler(["dynamic", "easy_pool"], [1, 2]), "reasonrl.sampling.samplers"),
         (
-            lambda: build_sampler(["curriculum", "prioritized"], [1, 2], pass_rates=[0.1, 0.2], pace_steps=3),
+            lambda: build_sampler(["prioritized", "curriculum"], [1, 2], pass_rates=[0.1, 0.2], pace_steps=3),
             "reasonrl.sampling.samplers",
         ),
         (lambda: build_sampler("gaussian_curriculum", [1, 2], pace_steps=3), "reasonrl.sampling.samplers"),
