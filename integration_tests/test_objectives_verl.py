@@ -150,3 +150,36 @@ def test_longcat_recipe_trains_with_a_linear_schedule_that_reaches_the_loss(tmp_
         assert 1 <= steps[step]["reasonrl/incomplete"] == steps[step]["reasonrl/incomplete_masked"] < 64
         assert steps[step]["response_length/max"] <= 3
         assert steps[step]["reward/math_graded"] > 0  # the recipe's reward manager: Math-Verify on the sums
+
+
+def test_kimi_optimizer_reset_is_built_by_verls_own_optimizer_factory():
+    """Kimi §2.3.2: verl's ``build_optimizer`` (what its FSDP engines call) builds the resetting
+    AdamW from the recipe's optimizer class path, with the run's optimizer steps per iteration."""
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.config.optimizer import build_optimizer
+
+    from reasonrl.cli.train import compose_config, resolve_in_driver
+    from reasonrl.plugins.objectives.optimizer import IterationResetAdamW
+
+    for overrides, steps in ((["recipe=kimi_k15"], 4), (["recipe=kimi_k15", "+preset=cpu_tiny"], 2)):
+        config = compose_config(overrides)
+        resolve_in_driver(config)
+        optimizer = build_optimizer(
+            [torch.nn.Parameter(torch.zeros(3))], omega_conf_to_dataclass(config.actor_rollout_ref.actor.optim)
+        )
+        assert isinstance(optimizer, IterationResetAdamW) and optimizer.updates_per_iteration == steps
+        assert optimizer.defaults["lr"] == config.actor_rollout_ref.actor.optim.lr
+    resolved = reasonrl_fresh(["train", "recipe=kimi_k15", "--cfg", "job", "--resolve"])
+    assert resolved.returncode == 0, resolved.stderr
+    optim = yaml.safe_load(resolved.stdout)["actor_rollout_ref"]["actor"]["optim"]
+    assert optim["override_optimizer_config"] == {"updates_per_iteration": 4}
+    wrong = reasonrl_fresh(
+        [
+            "train",
+            "recipe=kimi_k15",
+            "actor_rollout_ref.actor.optim.override_optimizer_config.updates_per_iteration=3",
+            "--cfg",
+            "job",
+        ]
+    )
+    assert wrong.returncode == 2 and "updates_per_iteration: is 3 but one iteration makes 4" in wrong.stderr

@@ -28,6 +28,22 @@ class ConfigError(ValueError):
         self.key = key
 
 
+def register_resolvers() -> None:
+    """Register every plugin's OmegaConf resolvers (``reasonrl_config_resolvers``; idempotent).
+    ``reasonrl train`` resolves the whole config in the driver before verl's TaskRunner sees it,
+    so no Ray process needs them."""
+    from omegaconf import OmegaConf
+
+    from reasonrl.manager import call_each
+
+    for plugin, resolvers in call_each("reasonrl_config_resolvers"):
+        for name, function in (resolvers or {}).items():
+            if not name.startswith("reasonrl."):
+                raise ValueError(f"plugin {plugin!r}: resolver {name!r} must be named reasonrl.<name>")
+            if not OmegaConf.has_resolver(name):
+                OmegaConf.register_new_resolver(name, function)
+
+
 def config_value(config: Any, key: str, default: Any = None) -> Any:
     """``config``'s value at dotted ``key`` (an OmegaConf config or a plain mapping), else
     ``default``: the one config lookup the plugins' checks and adapters share."""

@@ -129,6 +129,14 @@ def reasonrl_api_functions() -> dict[str, Callable[..., Any]]:
     """
 
 
+@hookspec
+def reasonrl_config_resolvers() -> dict[str, Callable[..., Any]]:
+    """OmegaConf resolvers the plugin's config files use: ``name -> function`` (names start with
+    ``reasonrl.``; e.g. ``${reasonrl.updates_per_iteration:...}``). Registered before any
+    reasonrl config is composed; ``reasonrl train`` resolves the config before verl sees it.
+    """
+
+
 #: The hooks that take no argument and only declare what a plugin contributes.
 DECLARATION_HOOKS = (
     "reasonrl_plugin_info",
@@ -142,4 +150,5 @@ DECLARATION_HOOKS = (
     "reasonrl_benchmarks",
     "reasonrl_trainer_callbacks",
     "reasonrl_api_functions",
+    "reasonrl_config_resolvers",
 )

@@ -69,6 +69,13 @@ def reasonrl_trainer_callbacks() -> list[TrainerCallback]:
 
 
 @hookimpl
+def reasonrl_config_resolvers() -> dict:
+    from reasonrl.plugins.objectives.optimizer import updates_per_iteration
+
+    return {"reasonrl.updates_per_iteration": updates_per_iteration}
+
+
+@hookimpl
 def reasonrl_config_groups() -> list[ConfigGroup]:
     return [OBJECTIVE_GROUP]
 
@@ -133,10 +140,44 @@ def check_objective(config) -> None:
             )
 
 
+OPTIMIZER_MODULE = "reasonrl.plugins.objectives.optimizer"
+
+
+def check_optimizer_reset(config) -> None:
+    """Kimi's per-iteration optimizer reset (``IterationResetAdamW``) is built by verl's
+    ``build_optimizer`` (FSDP engines) and must step as many times per iteration as verl does."""
+    optim = "actor_rollout_ref.actor.optim"
+    if config_value(config, f"{optim}.optimizer_impl") != OPTIMIZER_MODULE:
+        return
+    strategy = config_value(config, "actor_rollout_ref.actor.strategy")
+    if strategy not in ("fsdp", "fsdp2"):
+        raise ConfigError(
+            "actor_rollout_ref.actor.strategy",
+            f"is {strategy!r}: the per-iteration optimizer reset ({optim}.optimizer_impl={OPTIMIZER_MODULE}) "
+            "is built by verl's FSDP engines only (fsdp, fsdp2)",
+        )
+    from reasonrl.plugins.objectives.optimizer import updates_per_iteration
+
+    actor = "actor_rollout_ref.actor"
+    expected = updates_per_iteration(
+        config_value(config, "data.train_batch_size"),
+        config_value(config, f"{actor}.ppo_mini_batch_size"),
+        config_value(config, f"{actor}.ppo_epochs", 1),
+    )
+    given = config_value(config, f"{optim}.override_optimizer_config.updates_per_iteration")
+    if given != expected:
+        raise ConfigError(
+            f"{optim}.override_optimizer_config.updates_per_iteration",
+            f"is {given} but one iteration makes {expected} optimizer steps (data.train_batch_size · "
+            f"{actor}.ppo_epochs / {actor}.ppo_mini_batch_size): leave the option file's interpolation in place",
+        )
+
+
 @hookimpl
 def reasonrl_check_config(config) -> None:
     check_tis_sampling(config)
     check_objective(config)
+    check_optimizer_reset(config)
 
 
 @hookimpl

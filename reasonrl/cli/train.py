@@ -5,7 +5,8 @@ the config is composed once and validated (``reasonrl.*`` keys, plugin checks), 
 value fails before any work starts — also with ``--cfg job``. The run itself is verl's own
 ``verl.trainer.main_ppo.main`` body on the composed config. Recipes that need per-step plugin
 callbacks select verl trainer mode ``reasonrl_sync`` (verl's ``PPOTrainerSync`` plus a thin
-subclass, ``bridges/verl_sync_trainer.py``); the others run verl's own ``sync`` mode unchanged.
+subclass, ``bridges/verl_sync_trainer.py``) — all four shipped recipes do; a config without
+such callbacks runs verl's own ``sync`` mode unchanged.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ def compose_config(overrides: list[str]) -> Any:
     """Compose the run config as ``reasonrl train`` would, without running anything."""
     from hydra import compose, initialize_config_module
 
+    from reasonrl.config import register_resolvers
+
+    register_resolvers()
     with initialize_config_module(CONFIG_MODULE, version_base=None):
         return compose(CONFIG_NAME, overrides=with_searchpath(overrides))
 
@@ -60,6 +64,17 @@ def export_runtime_env(config: Any) -> None:
             config.ray_kwargs.ray_init.runtime_env.env_vars = resolved
     for key, value in resolved.items():
         os.environ.setdefault(key, value)
+
+
+def resolve_in_driver(config: Any) -> None:
+    """Resolve every interpolation here, with reasonrl's resolvers registered (verl's TaskRunner
+    resolves the config again, in a Ray process that may not have them)."""
+    from omegaconf import OmegaConf
+
+    from reasonrl.config import register_resolvers
+
+    register_resolvers()
+    OmegaConf.resolve(config)
 
 
 class UpstreamOutOfRange(RuntimeError):
@@ -153,6 +168,7 @@ def run_training(config: Any) -> None:
     run_prepare_step(config)
     metrics_path = pin_run_paths(config)
     export_runtime_env(config)
+    resolve_in_driver(config)
     check_verl_bridge()
     from reasonrl.compat.verl import run_main_ppo
 
@@ -180,6 +196,10 @@ def run_training(config: Any) -> None:
 
 def _hydra_app() -> None:
     import hydra
+
+    from reasonrl.config import register_resolvers
+
+    register_resolvers()
 
     @hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name=CONFIG_NAME, version_base=None)
     def app(config: Any) -> None:
