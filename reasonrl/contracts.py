@@ -92,6 +92,9 @@ class TrainerCallback:
     - ``next_prompts(trainer, count, refill) -> list[int]``: the training dataset rows to roll
       out next, instead of verl's dataloader (``refill``: topping up a batch after verl's DAPO
       filter evicted groups). At most one callback of a run may have it;
+    - ``batch_fields(trainer) -> dict[str, scalar]``: batch-level fields put on every training
+      batch (each step and each DAPO refill, never validation); verl's agent loops receive them
+      as ``run(**kwargs)`` (e.g. the length curriculum's per-request response limit);
     - ``on_groups_finished(trainer, groups)``: finished prompt groups as verl's replay buffer
       resolves them, trained or not (needs reasonrl's ``ReportingReplayBuffer`` as
       ``trainer.v1.sampler.custom_sampler``): ``FinishedGroup`` records with ``row`` (the

@@ -15,6 +15,7 @@ from verl.utils.dataset.rl_dataset import collate_fn
 from reasonrl.bridges import verl_actor_loss
 from reasonrl.bridges.verl_trainer import build_callbacks, callback_state_path, single_prompt_source
 from reasonrl.compat.verl import sync_trainer_base
+from reasonrl.evaluation import validation_pass_at_k
 from reasonrl.state_io import digest, load_state, save_state
 
 PPOTrainerSync = sync_trainer_base()  # version-guarded: overrides verl internals (compat.verl.SYNC_TRAINER)
@@ -43,6 +44,17 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
 
     # ---------------------------------------------------------------- prompts and outcomes
     def _next_train_batch(self, num_prompts: int | None = None):
+        batch = self._next_prompt_batch(num_prompts)
+        # every callback's batch-level fields on every training batch and DAPO refill (never on
+        # validation batches, which verl's _validate builds itself); verl's agent loops receive
+        # them in run(**kwargs)
+        for _name, callback in self.reasonrl_callbacks:
+            if hasattr(callback, "batch_fields"):
+                for key, value in callback.batch_fields(self).items():
+                    tu.assign_non_tensor_data(batch, key, value)
+        return batch
+
+    def _next_prompt_batch(self, num_prompts: int | None):
         if self.prompt_source is None:
             return super()._next_train_batch(num_prompts)
         count = num_prompts or self.config.data.train_batch_size
@@ -74,6 +86,14 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
             if hasattr(callback, "before_actor_update"):
                 callback.before_actor_update(self, batch.extra_info, metrics)
         return super()._update_actor(batch, metrics)
+
+    # ---------------------------------------------------------------- validation
+    def _val_metrics_update(self, data_sources, sample_uids, reward_extra_infos_dict, *args, **kwargs):
+        """verl's validation metrics (mean@n = avg@n, bootstrap best@k, maj@k) plus the unbiased
+        pass@k of every data source (``val-aux/<source>/acc/pass@<k>``; reasonrl.evaluation)."""
+        metrics = super()._val_metrics_update(data_sources, sample_uids, reward_extra_infos_dict, *args, **kwargs)
+        metrics.update(validation_pass_at_k(data_sources, sample_uids, reward_extra_infos_dict))
+        return metrics
 
     # ---------------------------------------------------------------- checkpoints
     def _save_checkpoint(self):

@@ -40,7 +40,7 @@ SYNC_TRAINER = declare(
         package="verl",
         versions=VERL_0_9,
         touches="PPOTrainerSync._build_replay_buffer/_next_train_batch (part of _fetch_one_gen_batch)/_compute_advantage/"
-        "_update_actor/_save_checkpoint/_load_checkpoint, the trainer_mode attribute",
+        "_update_actor/_save_checkpoint/_load_checkpoint/_val_metrics_update, the trainer_mode attribute",
         used_by="trainer mode reasonrl_sync (plugin callbacks)",
         public_hook="a trainer callback API (per-step hooks, prompt source, checkpoint state) in verl's v1 trainer",
         needed=_trainer_mode_is_ours,
@@ -183,3 +183,37 @@ def engine_registered(model_type: str, backend: str, device: str) -> Any:
     from verl.workers.engine.base import EngineRegistry
 
     return EngineRegistry._engines.get(model_type, {}).get(backend, {}).get(device)
+
+
+def _length_curriculum_on(config: Any) -> bool:
+    return bool(config_value(config, "reasonrl.length_curriculum.stages"))
+
+
+AGENT_LOOP_CAP = declare(
+    Reach(
+        name="verl.agent-loop-request-cap",
+        package="verl",
+        versions=VERL_0_9,
+        touches="SingleTurnAgentLoop.run/.response_length (subclassed), AgentLoopWorkerTQ.generate_sequences handing "
+        "a training batch's NonTensorData fields to AgentLoopBase.run(**kwargs), the LLM server taking "
+        "sampling_params['max_tokens'] as the request's cap, KVBatchMeta tags 'response_len'/'is_padding'",
+        used_by="length_curriculum plugin (each training request capped at the current stage; the step's lengths)",
+        public_hook="a per-request response budget in verl's agent-loop input honoured by every agent loop, and "
+        "response lengths in a public trainer-callback API",
+        needed=_length_curriculum_on,
+    )
+)
+
+
+def single_turn_agent_loop_base() -> type:
+    """verl's ``SingleTurnAgentLoop`` (the length curriculum's capped agent loop subclasses it)."""
+    AGENT_LOOP_CAP.require()
+    from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
+
+    return SingleTurnAgentLoop
+
+
+def response_lengths(batch: Any) -> list[int]:
+    """Response lengths (tokens) of a training batch's ``KVBatchMeta``, verl's padding samples left out."""
+    AGENT_LOOP_CAP.require()
+    return [int(tag["response_len"]) for tag in batch.tags if not tag.get("is_padding", False)]

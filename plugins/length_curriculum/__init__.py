@@ -1,0 +1,113 @@
+"""length_curriculum: the response-length limit grows in stages during RL.
+
+LongCat-Flash-Thinking §3.4.1 (code RL: 48K → 56K → 64K, stepped up when the 90th percentile
+of output lengths approaches the limit) and MiMo-7B-RL-0530 §3.6 (32K → 38K → 48K).
+
+- ``schedule.py``: the framework-free rule (stages, quantile, trigger fraction, patience);
+- ``verl_callback.py``: a callback of trainer mode ``reasonrl_sync`` that observes each step's
+  response lengths, puts the current limit on every training batch and checkpoints its state;
+- ``verl_agent_loop.py``: verl agent loop ``reasonrl_length_capped`` that caps each training
+  request (``max_tokens``) at that limit; the run itself is configured at the last stage.
+"""
+
+from __future__ import annotations
+
+from reasonrl.config import ConfigError, config_value
+from reasonrl.contracts import ConfigGroup, PluginInfo, Registration, TrainerCallback
+from reasonrl.hookspecs import hookimpl
+from reasonrl.plugins.length_curriculum.config import AGENT_LOOP, KEY, LENGTH_CURRICULUM_GROUP
+
+AGENT_LOOP_PACKAGE = "verl.experimental.agent_loop"
+
+
+def _register_agent_loop() -> None:
+    from reasonrl.bridges.import_hooks import run_after_import
+
+    def register() -> None:
+        from reasonrl.patching import UnsupportedUpstreamVersion
+
+        try:
+            from reasonrl.plugins.length_curriculum.verl_agent_loop import register as register_loop
+        except UnsupportedUpstreamVersion:
+            # never fail verl's own import: a run that selects the loop stops at start-up
+            # (reach verl.agent-loop-request-cap), and the loop stays unregistered
+            return
+        register_loop()
+
+    # verl's agent-loop registry is not loaded by `import verl`: register where it is (the
+    # agent-loop workers), right after verl's agent-loop package is imported.
+    run_after_import(AGENT_LOOP_PACKAGE, register)
+
+
+def _build_callback(config):
+    from reasonrl.plugins.length_curriculum.verl_callback import build
+
+    return build(config)
+
+
+@hookimpl
+def reasonrl_plugin_info() -> PluginInfo:
+    return PluginInfo(
+        name="length_curriculum",
+        summary="response-length curriculum: the generation limit steps up when the q-quantile of lengths nears it",
+        reports=("LongCat-Flash-Thinking §3.4.1", "MiMo-7B-RL-0530 §3.6"),
+    )
+
+
+@hookimpl
+def reasonrl_verl_registrations() -> list[Registration]:
+    return [
+        Registration(
+            "verl",
+            "agent_loop",
+            AGENT_LOOP,
+            _register_agent_loop,
+            "agent_loop._agent_loop_registry['reasonrl_length_capped'] (single turn, max_tokens = current limit)",
+        )
+    ]
+
+
+@hookimpl
+def reasonrl_trainer_callbacks() -> list[TrainerCallback]:
+    return [TrainerCallback("length_curriculum", _build_callback)]
+
+
+@hookimpl
+def reasonrl_config_groups() -> list[ConfigGroup]:
+    return [LENGTH_CURRICULUM_GROUP]
+
+
+def check_length_curriculum(config) -> None:
+    """The run is configured at the last stage, in trainer mode reasonrl_sync, with the capped loop."""
+    from reasonrl.plugins.length_curriculum.config import settings_from
+
+    stages = settings_from(config).stages
+    if not stages:
+        return
+    last = int(stages[-1])
+    for verl_key in ("data.max_response_length", "actor_rollout_ref.rollout.response_length"):
+        value = config_value(config, verl_key)
+        if value is None or int(value) != last:
+            raise ConfigError(
+                f"{KEY}.stages",
+                f"the last stage ({last}) must equal {verl_key} ({value}): verl sizes the run once at the last "
+                f"stage and the curriculum caps each request below it; set {verl_key}={last} or end "
+                f"{KEY}.stages at {value}",
+            )
+    mode = config_value(config, "trainer.v1.trainer_mode")
+    if mode != "reasonrl_sync":
+        raise ConfigError(
+            "trainer.v1.trainer_mode",
+            f"is {mode!r}: the length curriculum is a callback of trainer mode 'reasonrl_sync' (use +reasonrl/length_curriculum=<option>)",
+        )
+    loop = config_value(config, "actor_rollout_ref.rollout.agent.default_agent_loop")
+    if loop != AGENT_LOOP:
+        raise ConfigError(
+            "actor_rollout_ref.rollout.agent.default_agent_loop",
+            f"is {loop!r}: the length curriculum caps requests in agent loop {AGENT_LOOP!r} (use +reasonrl/length_curriculum=<option>)",
+        )
+
+
+@hookimpl
+def reasonrl_check_config(config) -> None:
+    check_length_curriculum(config)
