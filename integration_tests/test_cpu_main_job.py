@@ -83,17 +83,28 @@ def kimi_k15_techniques(steps: dict) -> None:
     assert step["reasonrl/length_penalty_nonzero"] >= step["reasonrl/length_varied_groups"]
     assert step["reward/math_graded"] > 0  # Math-Verify graded the sums (the reasonrl reward manager)
     assert step["reward/math_timeouts"] == 0.0
+    # §2.3.4: the curriculum draws first (the smoke data's sampled pass rates), prioritized later
+    assert step["reasonrl/sampling/phase"] == 0.0 and "reasonrl/sampling/curriculum_centre" in step, sorted(step)
 
 
 def nemotron_techniques(steps: dict) -> None:
-    """nemotron runs verl's own trainer (no group step): verl logs the reward manager's per-sample
-    fields in validation, per data source (``val-aux/<source>/<field>/mean@1``)."""
+    """nemotron has no group step: verl logs the reward manager's per-sample fields in
+    validation, per data source (``val-aux/<source>/<field>/mean@1``)."""
     before = steps[0]
     format_ok = [value for key, value in before.items() if "/format_ok/mean" in key]
     # every validation prompt carries the thinking toggle (the dataset class), every answer got
     # the format reward (-1 would mean "no toggle seen"); the warm start follows it often
     assert format_ok and all(0.0 < value <= 1.0 for value in format_ok), sorted(before)
     assert any("/acc/mean" in key for key in before), sorted(before)  # Math-Verify's verdicts
+    # the trainer's unbiased pass@k beside verl's mean@n (one greedy answer here: pass@1 = mean@1)
+    pass_at_1 = {key.split("/")[1]: value for key, value in before.items() if key.endswith("/acc/pass@1")}
+    mean_at_1 = {key.split("/")[1]: value for key, value in before.items() if key.endswith("/acc/mean@1")}
+    assert pass_at_1 and pass_at_1 == pytest.approx(mean_at_1), (pass_at_1, mean_at_1)
+    # §5.1: the ≥ 0.75 pass-rate filter dropped the easiest prompts, the Gaussian curriculum drew
+    step = steps[1]
+    assert step["reasonrl/sampling/pool_filtered_offline"] > 0 and "reasonrl/sampling/curriculum_centre" in step, (
+        sorted(step)
+    )
 
 
 #: task reward 0/1, plus the format reward (weight 1) in nemotron, plus Kimi's length reward (|.| <= 0.5)
@@ -148,6 +159,12 @@ def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag)
         f"trainer.total_training_steps={total}",
         "trainer.val_before_train=false",
         "trainer.test_freq=-1",
+        # LongCat §3.4.1's length curriculum at CPU size: a 4-token cap fits a 3-digit sum and its
+        # end token, so the trained groups' 90th-percentile length (4) reaches 0.9 × 4 and the
+        # limit steps up to 8, where the sums (≤ 4 tokens) stay below 0.9 × 8. (The programs,
+        # ~30 tokens, are all right or all cut in a group: DAPO's filter drops them either way.)
+        "+reasonrl/length_curriculum=longcat_code",
+        f"reasonrl.length_curriculum.stages=[{','.join(map(str, LENGTH_STAGES))}]",
     )
     with log.open("w") as out:
         # a terminal's foreground job has SIGINT's default action; a test runner started in the
@@ -192,3 +209,24 @@ def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag)
     assert digest(load_state(path)) == restored_digest
     assert resumed[saved + 1]["reasonrl/sampling/drawn"] >= 16, "the restored sampler drives the next step"
     assert (run_dir / "latest_checkpointed_iteration.txt").read_text().strip() == str(total)
+    assert_length_curriculum({**first_launch, **resumed}, resume_log)
+
+
+LENGTH_STAGES = (4, 8, 32)
+
+
+def assert_length_curriculum(steps: dict, resume_log: Path) -> None:
+    """Each step generated within its limit; the limit followed the rule (next stage when the
+    step's 0.9-quantile length reached 0.9 × the limit) across the restart, whose state was restored."""
+    trained = sorted(s for s in steps if s >= 1 and "length_curriculum/limit" in steps[s])
+    assert trained and trained[0] == 1, sorted(steps)
+    assert steps[1]["length_curriculum/limit"] == LENGTH_STAGES[0]
+    for s in trained:
+        limit = steps[s]["length_curriculum/limit"]
+        assert steps[s]["response_length/max"] <= limit, (s, steps[s])
+        if s + 1 in steps:
+            stage = LENGTH_STAGES.index(int(limit))
+            up = steps[s]["length_curriculum/quantile_length"] >= 0.9 * limit and stage + 1 < len(LENGTH_STAGES)
+            assert steps[s + 1]["length_curriculum/limit"] == LENGTH_STAGES[stage + up], (s, steps[s], steps[s + 1])
+    assert steps[trained[-1]]["length_curriculum/limit"] > LENGTH_STAGES[0], "the curriculum stepped up"
+    assert "length_curriculum: state restored" in resume_log.read_text(), tail(resume_log)

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
 import pytest
+import torch
 import yaml
 
 from reasonrl.testing.fresh_process import reasonrl_fresh
@@ -27,23 +33,93 @@ def test_cfg_job_prints_merged_verl_config(recipe):
     assert "ppo_mini_batch_size" in config["actor_rollout_ref"]["actor"]
 
 
-def test_recipe_values_follow_the_reports():
-    from reasonrl.cli.train import compose_config
+REPORT_VALUES = Path(__file__).resolve().parents[1] / "docs" / "report_values.yaml"
+CONFIGS = Path(__file__).resolve().parents[1] / "hydra_configs"
+#: what a value's governing YAML comment must say for each basis
+BASIS_WORD = {"report": "§", "reading": "reading", "assumption": "assumption"}
 
-    mimo = compose_config(["recipe=mimo"])
-    assert (mimo.data.train_batch_size, mimo.actor_rollout_ref.actor.ppo_mini_batch_size) == (512, 32)
-    assert mimo.actor_rollout_ref.actor.optim.lr == 1e-6 and mimo.data.max_response_length == 32768
-    assert not mimo.actor_rollout_ref.actor.use_kl_loss and not mimo.algorithm.use_kl_in_reward
-    nemotron = compose_config(["recipe=nemotron"])
-    group = nemotron.actor_rollout_ref.rollout.n
-    assert (nemotron.data.train_batch_size, group) == (72, 16)
-    global_batch = nemotron.actor_rollout_ref.actor.ppo_mini_batch_size * group
-    assert global_batch == 576
-    assert nemotron.data.train_batch_size * group / global_batch == 2  # updates per rollout
-    longcat = compose_config(["recipe=longcat"])
-    actor = longcat.actor_rollout_ref.actor
-    assert actor.loss_agg_mode == "seq-mean-token-sum-norm" and actor.loss_scale_factor == 65536
-    assert actor.clip_ratio_c == 3.0 and longcat.algorithm.rollout_correction.rollout_is == "token"
+
+def report_values() -> dict[str, list[dict]]:
+    return yaml.safe_load(REPORT_VALUES.read_text())
+
+
+def recipe_files(recipe: str) -> list[Path]:
+    """The recipe file and the option files its defaults list select (``/reasonrl/<group>: <option>``)."""
+    path = CONFIGS / "recipe" / f"{recipe}.yaml"
+    files = [path]
+    for entry in yaml.safe_load(path.read_text()).get("defaults", []):
+        if isinstance(entry, dict):
+            ((group, option),) = entry.items()
+            files.append(CONFIGS / group.strip("/") / f"{option}.yaml")
+    return files
+
+
+@pytest.fixture(scope="module")
+def composed():
+    from reasonrl.cli.train import compose_config, resolve_in_driver
+
+    configs = {}
+    for recipe in RECIPES:
+        configs[recipe] = compose_config([f"recipe={recipe}"])
+        resolve_in_driver(configs[recipe])
+    return configs
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_recipe_values_are_the_reports_values(recipe, composed):
+    """Each entry of docs/report_values.yaml (value, section, basis) against the composed recipe."""
+    from omegaconf import OmegaConf
+
+    from reasonrl.config import config_value
+
+    entries = report_values()[recipe]
+    keys = [entry["key"] for entry in entries]
+    assert len(keys) == len(set(keys)), "a key listed twice"
+    wrong = {}
+    for entry in entries:
+        assert entry["basis"] in BASIS_WORD and entry["source"], entry
+        if entry["basis"] != "assumption":
+            assert "§" in entry["source"] or "Table" in entry["source"] or "App." in entry["source"], entry
+        value = config_value(composed[recipe], entry["key"])
+        value = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+        same = value == pytest.approx(entry["value"]) if isinstance(entry["value"], float) else value == entry["value"]
+        if not same:
+            wrong[entry["key"]] = (value, entry["value"], entry["source"])
+    assert not wrong, f"recipe {recipe} differs from docs/report_values.yaml (recipe, table, source): {wrong}"
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_every_recipe_value_has_a_reference_and_says_its_basis(recipe):
+    """Every key the recipe file sets is in the table; every value of the table is set by the
+    recipe or its option files (none silently inherited from verl), under a comment that says
+    its basis: a report section, "reading", or "assumption"."""
+    from reasonrl.testing.yaml_lines import leaf_comments
+
+    entries = {entry["key"]: entry for entry in report_values()[recipe]}
+    own = leaf_comments(CONFIGS / "recipe" / f"{recipe}.yaml")
+    unlisted = sorted(key for key in own if not key.startswith("reasonrl.recipe.") and key not in entries)
+    assert not unlisted, f"recipe {recipe} sets {unlisted} with no entry in docs/report_values.yaml"
+    comments: dict[str, str] = {}
+    for path in reversed(recipe_files(recipe)):  # the recipe file wins over its option files
+        comments = {**comments, **leaf_comments(path)}
+
+    def governing(key: str) -> str | None:
+        """The comment of the leaf that sets ``key`` (or a flow mapping holding it)."""
+        parts = key.split(".")
+        for end in range(len(parts), 0, -1):
+            if ".".join(parts[:end]) in comments:
+                return comments[".".join(parts[:end])]
+        return None
+
+    unset = sorted(key for key in entries if governing(key) is None)
+    assert not unset, f"recipe {recipe}: {unset} are not set by the recipe or its option files (verl defaults)"
+    unflagged = {
+        key: governing(key)
+        for key, entry in entries.items()
+        if BASIS_WORD[entry["basis"]] not in governing(key)
+        and not (entry["basis"] == "assumption" and "not in the report" in governing(key))
+    }
+    assert not unflagged, f"recipe {recipe}: these comments do not say their basis: {unflagged}"
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
@@ -104,3 +180,63 @@ def test_train_help_with_a_recipe_is_hydras_with_reasonrl_header():
         "reasonrl train: run verl's PPO/GRPO trainer" in result.stdout
         and "recipe: kimi_k15, longcat, mimo, nemotron" in result.stdout
     )
+
+
+def test_longcat_groups_hold_more_than_one_response_and_carry_a_signal(composed):
+    """At LongCat's real settings a prompt's group has G > 1 responses, so GRPO (the recipe's
+    masked estimator, run by verl) centres a group's rewards on its mean: advantages sum to 0 and
+    a group with one right answer carries a signal. A group of one (verl's default n = 1, what the
+    recipe used to inherit) is no GRPO: verl gives it mean 0 and std 1, so its advantage is the raw
+    reward (no baseline), and the online filter (verl's DAPO filter needs > 1 value) never drops it."""
+    import verl  # noqa: F401
+    from omegaconf import OmegaConf
+    from verl import DataProto
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    from reasonrl.plugins.rewards.verl_group import register_estimator
+
+    register_estimator()
+    real = composed["longcat"]
+    group = real.actor_rollout_ref.rollout.n
+    assert group > 1
+
+    def advantages(size: int) -> torch.Tensor:
+        rewards = torch.zeros(size, 4)
+        rewards[0, -1] = 1.0  # one right answer in the group
+        data = DataProto.from_dict(
+            tensors={"token_level_rewards": rewards, "response_mask": torch.ones(size, 4)},
+            non_tensors={"uid": np.array(["p"] * size, dtype=object)},
+        )
+        config = OmegaConf.create({"norm_adv_by_std_in_grpo": True})
+        return compute_advantage(
+            data, adv_estimator=real.algorithm.adv_estimator, num_repeat=1, norm_adv_by_std_in_grpo=True, config=config
+        ).batch["advantages"]
+
+    grouped = advantages(group)[:, -1]
+    assert grouped.abs().sum() > 0 and grouped.sum().abs() < 1e-4
+    assert float(advantages(1)[0, -1]) == pytest.approx(1.0, abs=1e-4)  # one response: the raw reward, no baseline
+
+
+@pytest.mark.parametrize("recipe", ["mimo", "nemotron"])
+def test_dual_clip_is_off_where_the_report_has_none(recipe, composed):
+    """verl's `vanilla` loss always floors A < 0 tokens at c·A; MiMo's and Nemotron's objectives
+    have no such floor. verl clamps the log-ratio to ±20, so the recipes' c = 1e9 > e^20 never
+    binds: verl's loss equals the plain clipped surrogate even at extreme ratios."""
+    from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla
+    from verl.utils.config import omega_conf_to_dataclass
+
+    actor = omega_conf_to_dataclass(composed[recipe].actor_rollout_ref.actor)
+    assert actor.clip_ratio_c > math.exp(20)
+    generator = torch.Generator().manual_seed(0)
+    old = torch.randn(64, 16, generator=generator)
+    new = old + torch.randn(64, 16, generator=generator) * 8  # ratios far outside any clip range
+    adv, mask = torch.randn(64, 16, generator=generator), torch.ones(64, 16)
+    loss, metrics = compute_policy_loss_vanilla(old, new, adv, mask, loss_agg_mode="token-mean", config=actor)
+    ratio = torch.exp(torch.clamp(new - old, -20, 20))
+    clipped = torch.clamp(ratio, 1 - actor.clip_ratio_low, 1 + actor.clip_ratio_high)
+    plain = torch.maximum(-adv * ratio, -adv * clipped).mean()
+    assert metrics["actor/pg_clipfrac_lower"] == 0.0
+    torch.testing.assert_close(loss, plain)
+    actor = dataclasses.replace(actor, clip_ratio_c=3.0)  # verl's default: the floor binds on these ratios
+    dual, dual_metrics = compute_policy_loss_vanilla(old, new, adv, mask, loss_agg_mode="token-mean", config=actor)
+    assert dual_metrics["actor/pg_clipfrac_lower"] > 0 and not torch.allclose(dual, plain)

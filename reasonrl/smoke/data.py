@@ -6,6 +6,10 @@ recipe so each recipe's CPU run exercises its own rewards (``reasonrl.smoke.arit
 - ``nemotron``: plain problems, half with "detailed thinking on", half "off"
   (``extra_info.thinking``; the rewards plugin's dataset class puts the toggle into the prompt);
 - any other recipe: plain problems.
+
+Training rows carry ``extra_info.pass_rate``: the share of 8 answers the warm-started model
+samples right (``model.sampled_pass_rates``), the pre-computed pass rate that the offline
+difficulty filter and the curricula read (Llama-Nemotron §5.1, MiMo §3.2, Kimi §2.3.4).
 """
 
 from __future__ import annotations
@@ -50,23 +54,27 @@ def code_row(problem: Problem, split: str, index: int) -> dict:
     }
 
 
-def verl_rows(problems: list[Problem], split: str, recipe: str = "") -> list[dict]:
-    """One verl row per problem, in ``recipe``'s task mix."""
+def verl_rows(problems: list[Problem], split: str, recipe: str = "", pass_rates=None) -> list[dict]:
+    """One verl row per problem, in ``recipe``'s task mix (``pass_rates``: one per problem)."""
     rows = []
     for index, problem in enumerate(problems):
         if is_code_problem(recipe, index):
-            rows.append(code_row(problem, split, index))
-            continue
-        row = plain_row(problem, split, index)
-        if recipe == "nemotron":
-            row["extra_info"]["thinking"] = "on" if index % 2 == 0 else "off"
+            row = code_row(problem, split, index)
+        else:
+            row = plain_row(problem, split, index)
+            if recipe == "nemotron":
+                row["extra_info"]["thinking"] = "on" if index % 2 == 0 else "off"
+        if pass_rates is not None:
+            row["extra_info"]["pass_rate"] = float(pass_rates[index])
         rows.append(row)
     return rows
 
 
-def write_parquet(problems: list[Problem], split: str, path: Path, recipe: str = "") -> Path:
+def write_parquet(problems: list[Problem], split: str, path: Path, recipe: str = "", pass_rates=None) -> Path:
     import pandas as pd
 
+    if pass_rates is not None and len(pass_rates) != len(problems):
+        raise ValueError(f"{len(pass_rates)} pass rates for {len(problems)} problems")
     path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(verl_rows(problems, split, recipe)).to_parquet(path)
+    pd.DataFrame(verl_rows(problems, split, recipe, pass_rates)).to_parquet(path)
     return path

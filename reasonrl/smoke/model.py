@@ -149,6 +149,37 @@ def greedy_format_rates(model, tokenizer, problems: list[Problem]) -> dict[str, 
     return rates
 
 
+#: per RL (train) problem, its sampled pass rate (8 answers), in the model folder
+PASS_RATES_FILE = "reasonrl_pass_rates.json"
+
+
+@torch.no_grad()
+def sampled_pass_rates(model, tokenizer, problems: list[Problem], samples: int = 8, seed: int = 0) -> list[float]:
+    """Per problem, the share of ``samples`` answers sampled at temperature 1 that are right: the
+    pre-computed pass rate of the reports' offline filters and curricula (Llama-Nemotron §5.1: 8
+    responses per prompt; MiMo §3.2: 16), here from the warm-started model itself."""
+    from reasonrl.smoke.arithmetic import compute_score
+
+    tokenizer.padding_side = "left"
+    encoded = tokenizer([p.prompt for p in problems], return_tensors="pt", padding=True)
+    torch.manual_seed(seed)
+    output = model.generate(
+        **encoded,
+        max_new_tokens=4,
+        do_sample=True,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        num_return_sequences=samples,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    texts = tokenizer.batch_decode(output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
+    return [
+        sum(compute_score(None, texts[i * samples + j], p.answer) for j in range(samples)) / samples
+        for i, p in enumerate(problems)
+    ]
+
+
 def build_tiny_model(
     out_dir: Path, spec: TinyModelSpec, eval_problems: list[Problem], held_out: list[Problem] = ()
 ) -> dict:
@@ -171,6 +202,7 @@ def build_tiny_model(
             accuracy = greedy_accuracy(model, tokenizer, eval_problems)
             held_out_accuracy = greedy_accuracy(model, tokenizer, list(held_out)) if held_out else None
             format_rates = greedy_format_rates(model, tokenizer, list(held_out or eval_problems)[:128])
+            pass_rates = sampled_pass_rates(model, tokenizer, eval_problems, seed=spec.seed)
     finally:
         torch.use_deterministic_algorithms(False)
         torch.set_num_threads(threads)
@@ -187,4 +219,6 @@ def build_tiny_model(
         "greedy_exact_response_by_format": format_rates,
     }
     (out_dir / "reasonrl_tiny_model.json").write_text(json.dumps(summary, indent=2))
+    (out_dir / PASS_RATES_FILE).write_text(json.dumps(pass_rates))
+    summary["mean_sampled_pass_rate"] = sum(pass_rates) / len(pass_rates)
     return summary

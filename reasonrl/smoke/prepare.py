@@ -9,6 +9,7 @@ Layout under ``root`` (default ``$REASONRL_CACHE`` or ``~/.cache/reasonrl``, the
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -17,13 +18,13 @@ from omegaconf import OmegaConf
 
 from reasonrl.smoke.arithmetic import make_problems
 from reasonrl.smoke.data import write_parquet
-from reasonrl.smoke.model import TinyModelSpec, build_tiny_model
+from reasonrl.smoke.model import PASS_RATES_FILE, TinyModelSpec, build_tiny_model
 
 TRAIN_PROBLEMS = 1024
 VAL_PROBLEMS = 256
 #: Recipes whose data sets are written with the model (others: on first use, plain problems).
 RECIPES = ("mimo", "kimi_k15", "longcat", "nemotron")
-DATA_LAYOUT = "per-recipe-v1"
+DATA_LAYOUT = "per-recipe-v2"  # v2: extra_info.pass_rate on the training rows
 
 
 def default_root() -> Path:
@@ -49,7 +50,8 @@ def prepare(root: Path | None = None, spec: TinyModelSpec = TinyModelSpec(), for
         f"{summary['warmup_loss_first']:.3f} -> {summary['warmup_loss_last']:.3f}; "
         f"greedy accuracy {summary['greedy_accuracy_on_rl_problems']:.1%} on the RL problems, "
         f"{summary['greedy_accuracy_on_validation_problems']:.1%} on the validation problems (neither seen in the warm start); "
-        f"exact responses by format {summary['greedy_exact_response_by_format']}",
+        f"exact responses by format {summary['greedy_exact_response_by_format']}; "
+        f"mean pass rate of 8 sampled answers on the RL problems {summary['mean_sampled_pass_rate']:.1%}",
         flush=True,
     )
     return root
@@ -65,7 +67,8 @@ def write_recipe_data(root: Path, recipe: str, spec: TinyModelSpec = TinyModelSp
     """``data/<recipe>/{train,val}.parquet`` in the recipe's task mix (``reasonrl.smoke.data``)."""
     train, val = split_problems(spec)
     folder = Path(root) / "data" / recipe
-    write_parquet(train, "train", folder / "train.parquet", recipe)
+    pass_rates = json.loads((Path(root) / "model" / PASS_RATES_FILE).read_text())
+    write_parquet(train, "train", folder / "train.parquet", recipe, pass_rates=pass_rates)
     write_parquet(val, "test", folder / "val.parquet", recipe)
     return folder
 
