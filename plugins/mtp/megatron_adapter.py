@@ -8,6 +8,8 @@ of ``_postprocess``) scales each depth's mean loss by ``mtp_loss_scaling_factor 
 and injects it into the backward pass (``MTPLossAutoScaler``), i.e. it trains
 L_main + λ · (1/D) Σ_k L^k — our ``core.total_loss``. :func:`gradient_agreement` checks that on a
 real GPTModel (``python -m reasonrl.plugins.mtp.megatron_adapter D λ`` runs it in a fresh process).
+Its per-depth L^k is not MiMo's, though: megatron feeds MTP the *normed* h^0 and chains the normed
+output of each depth; :func:`forward_agreement` (``... megatron_adapter forward D``) shows exactly that.
 """
 
 from __future__ import annotations
@@ -135,5 +137,107 @@ def gradient_agreement(depth: int, loss_weight: float, seed: int = 0) -> dict:
     return result
 
 
+class _MegatronBlock(torch.nn.Module):
+    """A megatron MTP layer's transformer layer in our [batch, seq, hidden] layout, called with the
+    keyword arguments (attention mask, rotary table, ...) megatron passed it; with ``final_norm``
+    also that norm on its output (megatron's reading, see :func:`forward_agreement`)."""
+
+    def __init__(self, layer, kwargs: dict, final_norm=None):
+        super().__init__()
+        self.layer, self.final_norm = layer, final_norm
+        self.__dict__["kwargs"] = kwargs
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        output = self.layer(hidden_states=hidden.transpose(0, 1), **self.kwargs)[0].transpose(0, 1)
+        return output if self.final_norm is None else self.final_norm(output)
+
+
+def _our_layers(model, block_kwargs: list, megatron_chain: bool) -> torch.nn.ModuleList:
+    """Our ``MTPLayer`` per depth holding megatron's weights: token_layernorm ← enorm,
+    hidden_layernorm ← hnorm, input_proj ← eh_proj with its halves swapped (megatron concatenates
+    [embedding ; hidden], we [hidden ; embedding]), final_layernorm ← the layer's final layernorm.
+    ``megatron_chain`` moves that final norm into the block, so the next depth gets the normed state."""
+    from reasonrl.compat.megatron import mtp_layer_parts
+    from reasonrl.plugins.mtp.core import MTPLayer
+
+    layers = torch.nn.ModuleList()
+    for part, kwargs in zip(mtp_layer_parts(model), block_kwargs):
+        final_norm = part["final_layernorm"]
+        block = _MegatronBlock(part["transformer_layer"], kwargs, final_norm if megatron_chain else None)
+        layer = MTPLayer(model.config.hidden_size, block, eps=model.config.layernorm_epsilon)
+        embedding_half, hidden_half = part["eh_proj"].weight.chunk(2, dim=1)
+        layer.input_proj.weight.copy_(torch.cat([hidden_half, embedding_half], dim=1))
+        layer.token_layernorm.weight.copy_(part["enorm"].weight)
+        layer.hidden_layernorm.weight.copy_(part["hnorm"].weight)
+        layer.final_layernorm.weight.copy_(final_norm.weight)
+        if megatron_chain:
+            layer.final_layernorm = torch.nn.Identity()
+        layers.append(layer)
+    return layers
+
+
+@torch.no_grad()
+def forward_agreement(depth: int, seed: int = 0) -> dict:
+    """Max |Δ| per depth between megatron-core's per-token MTP cross-entropies and
+    ``core.mtp_token_losses`` on the same weights, embedding, head and blocks, over the positions
+    both count (i < T-k-1: megatron also counts i = T-k-1, whose label is whatever the caller's
+    last label is). Three readings of ours:
+
+    * ``mimo_definition``: the core as written (MiMo §2.2): h^0 before the main final norm, depth k
+      chained on depth k-1's block output before its final norm;
+    * ``post_norm_h0_only``: h^0 after the main final norm (megatron-core 0.16.1 puts the decoder's
+      final layernorm in its last layer, so MTP receives the normed state), chaining as MiMo;
+    * ``megatron_convention``: that, and depth k chained on depth k-1's *normed* output (megatron's
+      ``MultiTokenPredictionLayer._postprocess`` applies ``final_layernorm`` before handing on).
+
+    Norm weights are randomised (1 + 0.5·N(0,1)) so a norm applied or skipped shows."""
+    from reasonrl.compat.megatron import (
+        capture_mtp_inputs,
+        close_single_process,
+        embedding_and_head,
+        init_single_process,
+        record_language_model_losses,
+    )
+    from reasonrl.plugins.mtp.core import mtp_token_losses
+
+    init_single_process(seed)
+    torch.manual_seed(seed)
+    model = _tiny_model(depth, 0.3).eval()
+    for parameter in model.parameters():
+        if parameter.dim() == 1:
+            parameter.copy_(1 + 0.5 * torch.randn_like(parameter))
+    batch, length = 2, 16
+    _host_buffers(model, batch, length)
+    tokens = torch.randint(0, 64, (batch, length))
+    labels = torch.roll(tokens, -1, 1)
+    mask = torch.triu(torch.ones(length, length, dtype=torch.bool), diagonal=1)[None, None]
+    theirs, captured = [], {}
+    undo = [record_language_model_losses(model, theirs), capture_mtp_inputs(model, captured)]
+    model(input_ids=tokens, position_ids=torch.arange(length).expand_as(tokens), attention_mask=mask, labels=labels)
+    for restore in undo:
+        restore()
+    embed, head = embedding_and_head(model)
+    readings = {
+        "mimo_definition": ("h0_before_norm", False),
+        "post_norm_h0_only": ("h0_after_norm", False),
+        "megatron_convention": ("h0_after_norm", True),
+    }
+    result: dict = {"depth": depth}
+    for reading, (h0, megatron_chain) in readings.items():
+        layers = _our_layers(model, captured["block_kwargs"], megatron_chain)
+        ours = mtp_token_losses(layers, captured[h0].transpose(0, 1), tokens, embed, head)
+        result[reading] = [
+            (ce - megatron_ce)[valid].abs().max().item()
+            for ce, valid, megatron_ce in zip(ours.per_token, ours.valid, theirs[:depth])  # MTP depths first
+        ]
+    result["positions"] = [int(valid.sum()) for valid in ours.valid]
+    result["ce_scale"] = max(ce.abs().max().item() for ce in theirs[:depth])
+    close_single_process()
+    return result
+
+
 if __name__ == "__main__":
-    print("RESULT", json.dumps(gradient_agreement(int(sys.argv[1]), float(sys.argv[2]))), flush=True)
+    if sys.argv[1] == "forward":
+        print("RESULT", json.dumps(forward_agreement(int(sys.argv[2]))), flush=True)
+    else:
+        print("RESULT", json.dumps(gradient_agreement(int(sys.argv[1]), float(sys.argv[2]))), flush=True)

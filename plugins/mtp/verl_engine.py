@@ -13,7 +13,8 @@ log-probs and entropy only, so a model's extra outputs never reach the loss. Mod
   ``mtp_{k}_token_loss`` / ``mtp_{k}_token_valid`` (flat token order, one row per sequence, as
   verl's log-probs), which the loss terms take out (:func:`take_token_losses`).
 
-On megatron, verl's own engine computes megatron-core's MTP loss; the model type maps to it unchanged.
+On megatron the model type maps to verl's own engine unchanged (frozen MTP layers only: training MiMo MTP
+there is refused at start-up, megatron-core's MTP forward being a different function; see the README).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 The CPU set-up that the mtp plugin's loss check and the puzzle plugin's engine check share:
 one gloo process group with megatron's model-parallel state, megatron's inference RNG tracker
 where CUDA's is missing, host memory for the rotary tables and the local attention's score
-buffer (megatron-core allocates both on CUDA), and the two hooks the MTP loss check records
-through.
+buffer (megatron-core allocates both on CUDA), the two hooks the MTP loss check records
+through, and the MTP layers' parts and inputs the MTP forward check rebuilds megatron's forward from.
 """
 
 from __future__ import annotations
@@ -40,6 +40,22 @@ MTP_LOSS_INTERNALS = declare(
         "MTPLossLoggingHelper.tracker['values'] (allocated on CUDA)",
         used_by="mtp plugin's proof that megatron-core's MTP loss equals L_main + λ·mean_k L^k",
         public_hook="per-depth MTP losses returned by GPTModel.forward, a device for the logging tracker",
+        needed=never,
+    )
+)
+
+
+MTP_FORWARD_INTERNALS = declare(
+    Reach(
+        name="megatron.mtp-forward-internals",
+        package="megatron-core",
+        versions=MEGATRON_0_16,
+        touches="TransformerBlock.final_layernorm (hooked: the h^0 MTP receives), "
+        "MultiTokenPredictionBlock.layers[k].{enorm,hnorm,eh_proj,final_layernorm} (weights read), "
+        ".transformer_layer (hooked for its call's arguments, called directly), "
+        "GPTModel.embedding / output_layer called directly",
+        used_by="mtp plugin's check of megatron-core's MTP forward against core.mtp_token_losses",
+        public_hook="per-depth MTP logits or hidden states returned by GPTModel.forward",
         needed=never,
     )
 )
@@ -134,3 +150,52 @@ def mtp_logged_losses(depth: int | None = None) -> torch.Tensor:
     if depth is not None:
         MTPLossLoggingHelper.tracker["values"] = torch.zeros(depth)
     return MTPLossLoggingHelper.tracker["values"]
+
+
+def mtp_layer_parts(model: Any) -> list[dict]:
+    """Per MTP depth of a GPTModel: its ``enorm``, ``hnorm``, ``eh_proj`` (weight over
+    [embedding ; hidden], megatron's order), ``final_layernorm`` modules and its ``transformer_layer``."""
+    MTP_FORWARD_INTERNALS.require()
+    names = ("enorm", "hnorm", "eh_proj", "final_layernorm", "transformer_layer")
+    return [{name: getattr(layer, name) for name in names} for layer in model.mtp.layers]
+
+
+def capture_mtp_inputs(model: Any, sink: dict) -> Callable[[], None]:
+    """During ``model``'s forward record in ``sink``: ``h0_before_norm`` / ``h0_after_norm`` (the
+    main decoder's last hidden state around its final layernorm, [s, b, h]) and ``block_kwargs``
+    (per depth, the keyword arguments the MTP layer passes its transformer layer, less
+    ``hidden_states``). Returns the function that removes the hooks."""
+    MTP_FORWARD_INTERNALS.require()
+    norm = model.decoder.final_layernorm
+    sink["block_kwargs"] = [None] * len(model.mtp.layers)
+
+    def block_inputs(depth: int) -> Callable:
+        def hook(module, args, kwargs):
+            sink["block_kwargs"][depth] = {name: value for name, value in kwargs.items() if name != "hidden_states"}
+
+        return hook
+
+    handles = [
+        norm.register_forward_pre_hook(lambda module, args: sink.__setitem__("h0_before_norm", args[0])),
+        norm.register_forward_hook(lambda module, args, output: sink.__setitem__("h0_after_norm", output)),
+    ] + [
+        layer.transformer_layer.register_forward_pre_hook(block_inputs(depth), with_kwargs=True)
+        for depth, layer in enumerate(model.mtp.layers)
+    ]
+    return lambda: [handle.remove() for handle in handles]
+
+
+def embedding_and_head(model: Any) -> tuple[Callable, Callable]:
+    """``model``'s word embedding and output layer in [batch, seq, ·] layout (megatron's are
+    [seq, batch, ·]; the output layer returns (logits, bias))."""
+    MTP_FORWARD_INTERNALS.require()
+    weight = model.shared_embedding_or_output_weight() if model.share_embeddings_and_output_weights else None
+
+    def embed(input_ids: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+        return model.embedding(input_ids=input_ids, position_ids=positions).transpose(0, 1)
+
+    def head(hidden: torch.Tensor) -> torch.Tensor:
+        return model.output_layer(hidden.transpose(0, 1), weight=weight)[0].transpose(0, 1)
+
+    return embed, head

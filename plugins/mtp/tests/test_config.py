@@ -92,3 +92,15 @@ def test_the_hydra_option_wires_verls_mtp_keys(tmp_path):
     ) == (True, False, True, "mtp", 3, 0.2)
     assert config.trainer.v1.trainer_mode == "reasonrl_sync"
     assert config.actor_rollout_ref.model.model_type == "mtp_language_model"
+
+
+def test_training_mtp_on_megatron_is_refused_drafting_frozen_layers_is_not(tmp_path):
+    """megatron-core's MTP forward is not MiMo's (test_megatron_loss.py measures it): layers trained
+    there would not be the layers vLLM's MiMo drafter runs."""
+    config = run_config(tmp_path, 3, train=True)
+    config.actor_rollout_ref.actor.strategy = "megatron"
+    with pytest.raises(ConfigError, match="actor_rollout_ref.actor.strategy.*not MiMo's"):
+        check_run(config)
+    frozen = run_config(tmp_path, 3)
+    frozen.actor_rollout_ref.actor.strategy = "megatron"
+    check_run(frozen)

@@ -1,8 +1,10 @@
 """megatron-core's own MTP loss equals ours (issue 9): with mtp_num_layers = D and
 mtp_loss_scaling_factor = λ, a real GPTModel's gradients equal those of L_main + λ·(1/D)·Σ_k L^k
 (``core.total_loss``) built from the per-depth losses, and — for D = 3 — differ from the
-"λ per depth, summed" reading; megatron's own per-depth loss log equals our L^k. Each case runs
-in a fresh process (megatron needs a process group and global state)."""
+"λ per depth, summed" reading; megatron's own per-depth loss log equals our L^k. Its MTP forward
+(DeepSeek-V3 §2.2 as megatron builds it) equals ``core.mtp_token_losses`` on the same weights only
+when h^0 and each depth's hand-on are taken *after* their final norms; MiMo §2.2 (our core) takes
+both before. Each case runs in a fresh process (megatron needs a process group and global state)."""
 
 from __future__ import annotations
 
@@ -15,9 +17,9 @@ import pytest
 from reasonrl.plugins.mtp.megatron_adapter import megatron_mtp_settings
 
 
-def run(depth: int, weight: float) -> dict:
+def run(*arguments) -> dict:
     completed = subprocess.run(
-        [sys.executable, "-m", "reasonrl.plugins.mtp.megatron_adapter", str(depth), str(weight)],
+        [sys.executable, "-m", "reasonrl.plugins.mtp.megatron_adapter", *map(str, arguments)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -37,6 +39,19 @@ def test_megatron_core_trains_the_same_objective(depth):
         assert abs(ours - logged) < 1e-5, result
     if depth > 1:  # the test can tell the definitions apart
         assert result["vs_summed"] > 1e-3 * result["grad_scale"], result
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_megatron_core_mtp_forward_against_core(depth):
+    """Per-token CE per depth, positions i < T-k-1. With megatron's reading (h^0 after the main
+    final norm, depth k fed depth k-1's normed output) our core reproduces megatron exactly; MiMo's
+    (both before) differs at every depth, and h^0 alone accounts for depth 1 only."""
+    result = run("forward", depth)
+    assert result["positions"] == [2 * (16 - k - 1) for k in range(1, depth + 1)], result
+    for k in range(depth):
+        assert result["megatron_convention"][k] < 1e-5, result
+        assert result["mimo_definition"][k] > 1e-2, result
+        assert (result["post_norm_h0_only"][k] < 1e-5) == (k == 0), result
 
 
 def test_settings_validate_their_arguments():
