@@ -120,17 +120,19 @@ class PromptSampler:
         self._step = self._empty_step()
 
     # ---------------------------------------------------------------- construction
+    def _in_prompt_order(self, values, name: str):
+        """``values`` as given, or a mapping id → value put in ``prompt_ids`` order."""
+        if not isinstance(values, Mapping):
+            return values
+        missing = [key for key in self.ids.tolist() if key not in values]
+        if missing:
+            raise ConfigError(name, f"has no value for {len(missing)} of {len(self.ids)} prompts (e.g. {missing[:3]})")
+        return [values[key] for key in self.ids.tolist()]
+
     def _aligned(self, values, name: str):
         if values is None:
             return None
-        if isinstance(values, Mapping):
-            missing = [key for key in self.ids.tolist() if key not in values]
-            if missing:
-                raise ConfigError(
-                    name, f"has no value for {len(missing)} of {len(self.ids)} prompts (e.g. {missing[:3]})"
-                )
-            values = [values[key] for key in self.ids.tolist()]
-        array = np.asarray(values, dtype=np.float64)
+        array = np.asarray(self._in_prompt_order(values, name), dtype=np.float64)
         if array.shape != self.ids.shape:
             raise ConfigError(name, f"has {array.size} values for {len(self.ids)} prompts")
         if not np.isfinite(array).all():
@@ -143,14 +145,7 @@ class PromptSampler:
         """Per-prompt string labels (``None``: no label), aligned with ``prompt_ids``."""
         if values is None:
             return None
-        if isinstance(values, Mapping):
-            missing = [key for key in self.ids.tolist() if key not in values]
-            if missing:
-                raise ConfigError(
-                    name, f"has no value for {len(missing)} of {len(self.ids)} prompts (e.g. {missing[:3]})"
-                )
-            values = [values[key] for key in self.ids.tolist()]
-        values = list(values)
+        values = list(self._in_prompt_order(values, name))
         if len(values) != len(self.ids):
             raise ConfigError(name, f"has {len(values)} values for {len(self.ids)} prompts")
         return np.asarray([None if value is None else str(value) for value in values], dtype=object)

@@ -126,11 +126,17 @@ def greedy_accuracy(model, tokenizer, problems: list[Problem]) -> float:
     """Fraction of problems whose greedy answer (up to EOS) is exactly right."""
     from reasonrl.smoke.arithmetic import compute_score
 
+    texts = _answers(model, tokenizer, problems, do_sample=False)
+    return sum(compute_score(None, t, p.answer) for t, p in zip(texts, problems)) / len(problems)
+
+
+def _answers(model, tokenizer, problems: list[Problem], **generate) -> list[str]:
+    """The model's answers (4 new tokens, special tokens dropped) to the problems' prompts, in
+    order; ``num_return_sequences`` answers per problem one after another."""
     tokenizer.padding_side = "left"
     encoded = tokenizer([p.prompt for p in problems], return_tensors="pt", padding=True)
-    output = model.generate(**encoded, max_new_tokens=4, do_sample=False, pad_token_id=tokenizer.pad_token_id)
-    texts = tokenizer.batch_decode(output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
-    return sum(compute_score(None, t, p.answer) for t, p in zip(texts, problems)) / len(problems)
+    output = model.generate(**encoded, max_new_tokens=4, pad_token_id=tokenizer.pad_token_id, **generate)
+    return tokenizer.batch_decode(output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
 
 
 @torch.no_grad()
@@ -160,20 +166,10 @@ def sampled_pass_rates(model, tokenizer, problems: list[Problem], samples: int =
     responses per prompt; MiMo §3.2: 16), here from the warm-started model itself."""
     from reasonrl.smoke.arithmetic import compute_score
 
-    tokenizer.padding_side = "left"
-    encoded = tokenizer([p.prompt for p in problems], return_tensors="pt", padding=True)
     torch.manual_seed(seed)
-    output = model.generate(
-        **encoded,
-        max_new_tokens=4,
-        do_sample=True,
-        temperature=1.0,
-        top_k=0,
-        top_p=1.0,
-        num_return_sequences=samples,
-        pad_token_id=tokenizer.pad_token_id,
+    texts = _answers(
+        model, tokenizer, problems, do_sample=True, temperature=1.0, top_k=0, top_p=1.0, num_return_sequences=samples
     )
-    texts = tokenizer.batch_decode(output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
     return [
         sum(compute_score(None, texts[i * samples + j], p.answer) for j in range(samples)) / samples
         for i, p in enumerate(problems)
