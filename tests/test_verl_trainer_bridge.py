@@ -31,19 +31,29 @@ def test_callback_runs_once_right_after_the_module_is_imported(tmp_path, monkeyp
             sys.modules.pop(name, None)
 
 
-def test_run_after_import_calls_now_when_already_imported_and_installs_one_hook_per_module():
+def test_run_after_import_calls_now_when_already_imported_and_runs_every_waiting_callback(tmp_path, monkeypatch):
     calls = []
     run_after_import("json", lambda: calls.append("now"))  # imported long ago
     assert calls == ["now"]
-    name = "reasonrl_probe_never_imported"
-    run_after_import(name, lambda: calls.append("later"))
-    run_after_import(name, lambda: calls.append("again"))
+    package = tmp_path / "reasonrl_probe_two"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    name = "reasonrl_probe_two"
+    # two plugins wait for one module (both register agent loops in verl's agent-loop registry)
+    run_after_import(name, lambda: calls.append("first"))
+    run_after_import(name, lambda: calls.append("second"))
     hooks = [f for f in sys.meta_path if isinstance(f, _AfterImport) and f.name == name]
     try:
-        assert len(hooks) == 1 and calls == ["now"]
+        assert len(hooks) == 1 and calls == ["now"], "one hook per module, nothing run before the import"
+        import reasonrl_probe_two  # noqa: F401
+
+        assert calls == ["now", "first", "second"], "neither callback is dropped"
     finally:
         for hook in hooks:
-            sys.meta_path.remove(hook)
+            if hook in sys.meta_path:
+                sys.meta_path.remove(hook)
+        sys.modules.pop(name, None)
 
 
 def test_only_callbacks_that_accept_the_run_are_built(isolated_plugins):

@@ -17,26 +17,11 @@ from reasonrl.contracts import ConfigGroup, PluginInfo, Registration, TrainerCal
 from reasonrl.hookspecs import hookimpl
 from reasonrl.plugins.length_curriculum.config import AGENT_LOOP, KEY, LENGTH_CURRICULUM_GROUP
 
-AGENT_LOOP_PACKAGE = "verl.experimental.agent_loop"
-
 
 def _register_agent_loop() -> None:
-    from reasonrl.bridges.import_hooks import run_after_import
+    from reasonrl.bridges.import_hooks import register_agent_loop_when_loaded
 
-    def register() -> None:
-        from reasonrl.patching import UnsupportedUpstreamVersion
-
-        try:
-            from reasonrl.plugins.length_curriculum.verl_agent_loop import register as register_loop
-        except UnsupportedUpstreamVersion:
-            # never fail verl's own import: a run that selects the loop stops at start-up
-            # (reach verl.agent-loop-request-cap), and the loop stays unregistered
-            return
-        register_loop()
-
-    # verl's agent-loop registry is not loaded by `import verl`: register where it is (the
-    # agent-loop workers), right after verl's agent-loop package is imported.
-    run_after_import(AGENT_LOOP_PACKAGE, register)
+    register_agent_loop_when_loaded("reasonrl.plugins.length_curriculum.verl_agent_loop")
 
 
 def _build_callback(config):

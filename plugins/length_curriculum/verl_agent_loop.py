@@ -39,3 +39,6 @@ def register() -> None:
     from verl.experimental.agent_loop.agent_loop import register as register_agent_loop
 
     register_agent_loop(AGENT_LOOP)(LengthCappedAgentLoop)
+
+
+register()  # see reasonrl.bridges.import_hooks.register_agent_loop_when_loaded

@@ -14,11 +14,11 @@ from typing import Callable
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs ``callback`` right after module ``name`` has been imported (its loader's
-    ``exec_module`` finished); then steps aside."""
+    """Runs its callbacks, in the order they were added, right after module ``name`` has been
+    imported (its loader's ``exec_module`` finished); then steps aside."""
 
     def __init__(self, name: str, callback: Callable[[], None]) -> None:
-        self.name, self.callback = name, callback
+        self.name, self.callbacks = name, [callback]
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname != self.name:
@@ -31,20 +31,52 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
         def exec_module(module):
             execute(module)
-            self.callback()
+            for callback in self.callbacks:
+                callback()
 
         spec.loader.exec_module = exec_module
         return spec
 
 
 def run_after_import(name: str, callback: Callable[[], None]) -> None:
-    """``callback()`` now if ``name`` is already imported, else right after its import (once)."""
+    """``callback()`` now if ``name`` is already imported, else right after its import (once;
+    several callbacks may wait for one module, e.g. two plugins' agent loops)."""
     if name in sys.modules:
         callback()
-    elif not any(isinstance(finder, _AfterImport) and finder.name == name for finder in sys.meta_path):
+        return
+    waiting = [finder for finder in sys.meta_path if isinstance(finder, _AfterImport) and finder.name == name]
+    if waiting:
+        if callback not in waiting[0].callbacks:
+            waiting[0].callbacks.append(callback)
+    else:
         sys.meta_path.insert(0, _AfterImport(name, callback))
 
 
 def pending_imports() -> list[str]:
     """Modules whose import a callback still waits for (in this process)."""
     return [finder.name for finder in sys.meta_path if isinstance(finder, _AfterImport)]
+
+
+def register_agent_loop_when_loaded(adapter_module: str) -> None:
+    """Register a plugin's verl agent loop right after verl's agent-loop package is imported (the
+    agent-loop workers): import ``adapter_module`` and call its ``register()``.
+
+    The adapter subclasses a verl agent loop, so importing it first (a test, a user) imports
+    verl's package, which runs this callback while the adapter is still half-imported: then the
+    callback leaves it alone and the adapter registers itself on its last line. An adapter
+    refused by its version guard stays unregistered; a run selecting it stops at start-up."""
+    import importlib
+
+    def register() -> None:
+        from reasonrl.patching import UnsupportedUpstreamVersion
+
+        loading = sys.modules.get(adapter_module)
+        if loading is not None and getattr(getattr(loading, "__spec__", None), "_initializing", False):
+            return
+        try:
+            module = importlib.import_module(adapter_module)
+        except UnsupportedUpstreamVersion:
+            return
+        module.register()
+
+    run_after_import("verl.experimental.agent_loop", register)
