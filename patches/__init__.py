@@ -19,6 +19,7 @@ SHIPPED: tuple[str, ...] = (
     "vllm_cpu_updatable_weights",
     "vllm_mtp_first_pass",
     "vllm_cpu_spec_decode_expand",
+    "vllm_pause_generation_mode",
 )
 
 

@@ -64,7 +64,7 @@ def test_plugins_report_lists_every_plugin_and_patch_with_a_status():
     assert {"cpu_platform", "objectives", "rewards", "sampling", "puzzle", "mtp", "patches"} <= set(report["plugins"])
     assert report["errors"] == []
     patches = {patch["name"]: patch for patch in report["patches"]}
-    assert len(patches) == 4
+    assert len(patches) == 5
     for patch in patches.values():
         assert patch["status"] in ("applied", "would-apply", "not-applicable"), patch
         if patch["status"] == "not-applicable":
@@ -73,6 +73,9 @@ def test_plugins_report_lists_every_plugin_and_patch_with_a_status():
     for name in ("vllm-cpu-updatable-weights", "vllm-cpu-spec-decode-expand"):
         assert patches[name]["status"] == "not-applicable" and "not its CPU build" in patches[name]["reason"]
     assert patches["vllm-mtp-first-pass"]["status"] == "not-applicable"  # reasonrl's MTP drafting off in this process
+    # vLLM 0.24 still takes verl's wait_for_inflight_requests: the abort-path patch is not needed
+    assert patches["vllm-pause-generation-mode"]["status"] == "not-applicable", patches["vllm-pause-generation-mode"]
+    assert "0.24" in patches["vllm-pause-generation-mode"]["reason"]
     drafter = [r for r in report["plugins"]["mtp"]["registrations"] if r["name"] == "MiMoMTPModel"]
     assert drafter[0]["state"] == "not-applicable" and drafter[0]["reason"], drafter
     internals = {row["name"]: row["state"] for row in report["upstream_internals"]}
@@ -205,3 +208,19 @@ def test_what_vllm_0_24_offers_without_a_gpu():
         "cad",
         "num_rejected_tokens_gpu",
     ], result
+
+
+def test_rollout_repeat_detection_builds_vllm_024s_sampling_parameter():
+    """The rollout plugin's agent loop asks vLLM 0.24 for repeat detection with the same
+    parameter class and finish reason as on vLLM 0.32 (run on CPU: nothing is generated)."""
+    from vllm import SamplingParams
+    from vllm.v1.engine import FINISH_REASON_STRINGS
+
+    from reasonrl.plugins.rollout.config import REPETITION, RolloutConfig
+    from reasonrl.plugins.rollout.verl_agent_loop import repetition_sampling_params
+
+    extra = repetition_sampling_params(RolloutConfig(repetition_max_pattern=64, repetition_min_count=8))
+    params = SamplingParams(max_tokens=16, **extra)
+    assert params.repetition_detection.max_pattern_size == 64 and params.repetition_detection.min_count == 8
+    assert REPETITION in FINISH_REASON_STRINGS
+    assert repetition_sampling_params(RolloutConfig()) == {}
