@@ -85,6 +85,14 @@ def kimi_k15_techniques(steps: dict) -> None:
     assert step["reward/math_timeouts"] == 0.0
     # §2.3.4: the curriculum draws first (the smoke data's sampled pass rates), prioritized later
     assert step["reasonrl/sampling/phase"] == 0.0 and "reasonrl/sampling/curriculum_centre" in step, sorted(step)
+    # §2.6.2's repeat detection (+reasonrl/rollout=repeat_detection, tightened below): vLLM stopped
+    # looping responses itself and reported why (every response's stop reason reached the trainer);
+    # each stopped response lost the penalty (0.5) from its reward
+    assert step["reasonrl/rollout/stop_reason_known"] == step["reasonrl/rollout/responses"], sorted(step)
+    assert step["reasonrl/rollout/repetition_stops"] > 0
+    assert step["reasonrl/rollout/penalised_reward_drop"] == pytest.approx(
+        0.5 * step["reasonrl/rollout/repetition_stops"]
+    )
 
 
 def nemotron_techniques(steps: dict) -> None:
@@ -108,7 +116,8 @@ def nemotron_techniques(steps: dict) -> None:
 
 
 #: task reward 0/1, plus the format reward (weight 1) in nemotron, plus Kimi's length reward (|.| <= 0.5)
-RECIPE_REWARD_RANGE = {"kimi_k15": (-0.5, 1.5), "nemotron": (0.0, 2.0)}
+#: and repetition penalty (0.5)
+RECIPE_REWARD_RANGE = {"kimi_k15": (-1.0, 1.5), "nemotron": (0.0, 2.0)}
 #: What only the recipe's own techniques produce in one step (its loss, its rewards).
 #: mimo: the three-step test above; longcat: its ε_pos_high schedule + masking run
 #: (test_objectives_verl.py).
@@ -122,6 +131,11 @@ RECIPE_OVERRIDES = {
         "reasonrl.rewards.length_penalty_warmup_steps=0",
         "trainer.val_before_train=false",
         "actor_rollout_ref.rollout.temperature=2.0",
+        # Kimi's repeat detection, tightened so the smoke answers trip it: the tokenizer spells
+        # numbers digit by digit, and a doubled token ("11", "00") is a period-1 pattern twice
+        "+reasonrl/rollout=repeat_detection",
+        "reasonrl.rollout.repetition_max_pattern=1",
+        "reasonrl.rollout.repetition_min_count=2",
     ],
     # validation before the step: where verl logs the reward fields of a run without reasonrl_sync
     "nemotron": ["trainer.val_before_train=true"],

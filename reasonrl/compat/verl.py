@@ -205,9 +205,30 @@ AGENT_LOOP_CAP = declare(
 )
 
 
-def single_turn_agent_loop_base() -> type:
-    """verl's ``SingleTurnAgentLoop`` (the length curriculum's capped agent loop subclasses it)."""
-    AGENT_LOOP_CAP.require()
+def _rollout_agent_loop_on(config: Any) -> bool:
+    return config_value(config, "actor_rollout_ref.rollout.agent.default_agent_loop") == "reasonrl_rollout"
+
+
+AGENT_LOOP_STOP_REASON = declare(
+    Reach(
+        name="verl.agent-loop-stop-reason",
+        package="verl",
+        versions=VERL_0_9,
+        touches="SingleTurnAgentLoop.run (subclassed) and .server_manager (wrapped per agent-loop instance), "
+        "TokenOutput.stop_reason (vLLM's finish reason, e.g. 'repetition') and TokenOutput.extra_fields reaching "
+        "the batch's 'extra_fields', the LLM server building vLLM SamplingParams from the request's sampling_params",
+        used_by="rollout plugin (vLLM repeat detection asked per request; each response's stop reason kept)",
+        public_hook="the engine's stop reason in AgentLoopOutput, and engine-specific sampling parameters "
+        "declared in the rollout config",
+        needed=_rollout_agent_loop_on,
+    )
+)
+
+
+def single_turn_agent_loop_base(reach: Reach = AGENT_LOOP_CAP) -> type:
+    """verl's ``SingleTurnAgentLoop`` (the length curriculum's capped agent loop and the rollout
+    plugin's loop subclass it; each names its own reach)."""
+    reach.require()
     from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 
     return SingleTurnAgentLoop

@@ -1,0 +1,108 @@
+"""rollout: how responses are generated for a training step.
+
+Kimi k1.5 §2.6.2 (partial rollout with a per-iteration token budget; repeat detection with early
+termination and a penalty), MiMo-7B §3.4.1 (Seamless Rollout Engine: continuous rollout,
+demand-driven launching, FIFO early termination), LongCat-Flash-Thinking §3.1.1 (DORA:
+staleness-bounded streaming), Llama-Nemotron §5.2.3 (FP8 generation).
+
+- ``seamless.py``, ``partial.py``, ``staleness.py``, ``repetition.py``: framework-free cores;
+- ``verl_agent_loop.py``: agent loop ``reasonrl_rollout`` (vLLM's repeat detection per request,
+  stop reasons kept); ``verl_callback.py``: the penalty and the rates, a ``reasonrl_sync`` callback;
+- ``simulator.py`` / ``trace.py``: the schedulers on a long-tail trace (``reasonrl bench rollout``).
+"""
+
+from __future__ import annotations
+
+from reasonrl.config import ConfigError, config_value
+from reasonrl.contracts import ConfigGroup, PluginInfo, Registration, TrainerCallback
+from reasonrl.hookspecs import hookimpl
+from reasonrl.plugins.rollout.config import AGENT_LOOP, KEY, ROLLOUT_GROUP
+
+
+def _register_agent_loop() -> None:
+    from reasonrl.bridges.import_hooks import register_agent_loop_when_loaded
+
+    register_agent_loop_when_loaded("reasonrl.plugins.rollout.verl_agent_loop")
+
+
+def _build_callback(config):
+    from reasonrl.plugins.rollout.verl_callback import build
+
+    return build(config)
+
+
+@hookimpl
+def reasonrl_plugin_info() -> PluginInfo:
+    return PluginInfo(
+        name="rollout",
+        summary="rollout: vLLM repeat detection with a reward penalty; FIFO early termination, partial-rollout "
+        "and staleness cores; FP8 generation",
+        reports=("Kimi k1.5 §2.6.2", "MiMo-7B §3.4.1", "LongCat-Flash-Thinking §3.1.1", "Llama-Nemotron §5.2.3"),
+    )
+
+
+@hookimpl
+def reasonrl_verl_registrations() -> list[Registration]:
+    return [
+        Registration(
+            "verl",
+            "agent_loop",
+            AGENT_LOOP,
+            _register_agent_loop,
+            "agent_loop._agent_loop_registry['reasonrl_rollout'] (single turn, vLLM repetition_detection, stop reason kept)",
+        )
+    ]
+
+
+@hookimpl
+def reasonrl_trainer_callbacks() -> list[TrainerCallback]:
+    return [TrainerCallback("rollout", _build_callback)]
+
+
+@hookimpl
+def reasonrl_config_groups() -> list[ConfigGroup]:
+    return [ROLLOUT_GROUP]
+
+
+@hookimpl
+def reasonrl_api_functions() -> dict:
+    from reasonrl.plugins.rollout.seamless import fifo_early_termination
+
+    return {"fifo_early_termination": fifo_early_termination}
+
+
+def check_rollout(config) -> None:
+    """Repeat detection runs in the ``reasonrl_rollout`` agent loop under trainer mode
+    ``reasonrl_sync``; partial rollout and staleness have no verl trainer path yet: refused."""
+    from reasonrl.plugins.rollout.config import settings_from
+
+    settings = settings_from(config)
+    for knob in ("token_budget", "staleness"):
+        if getattr(settings, knob) is not None:
+            raise ConfigError(
+                f"{KEY}.{knob}",
+                "is set, but this reasonrl version has no verl trainer path for it yet (its core and the "
+                "benchmark's simulator exist: plugins/rollout/README.md); leave it null",
+            )
+    if settings.repetition_detection:
+        loop = config_value(config, "actor_rollout_ref.rollout.agent.default_agent_loop")
+        if loop != AGENT_LOOP:
+            raise ConfigError(
+                "actor_rollout_ref.rollout.agent.default_agent_loop",
+                f"is {loop!r}: repeat detection is asked of vLLM by agent loop {AGENT_LOOP!r} "
+                "(use +reasonrl/rollout=repeat_detection; it cannot combine with another plugin's agent loop yet)",
+            )
+        mode = config_value(config, "trainer.v1.trainer_mode")
+        if settings.repetition_penalty and mode != "reasonrl_sync":
+            raise ConfigError(
+                "trainer.v1.trainer_mode",
+                f"is {mode!r}: the repetition penalty is a callback of trainer mode 'reasonrl_sync'",
+            )
+    from reasonrl.plugins.rollout.fp8 import check_fp8
+
+    check_fp8(config)
+
+
+@hookimpl
+def reasonrl_check_config(config) -> None:
+    check_rollout(config)
