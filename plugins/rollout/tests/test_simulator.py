@@ -1,0 +1,187 @@
+"""The rollout simulator and its trace: trace statistics, a hand-computed naive step, seamless
+selecting through ``fifo_early_termination``, seamless vs naive, partial rollout's bounded
+iterations, the staleness bound, token accounting and slot capacity."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import reasonrl.plugins.rollout.simulator as simulator
+from reasonrl.plugins.rollout.seamless import fifo_early_termination
+from reasonrl.plugins.rollout.simulator import POLICIES, EngineModel, simulate
+from reasonrl.plugins.rollout.trace import Trace, long_tail_trace
+
+MODEL = EngineModel(slots=256, step_a=0.02, step_b=6e-5, reward_latency=2.0, train_c=20.0, train_d=2e-5, sync_time=5.0)
+
+
+@pytest.fixture(scope="module")
+def trace() -> Trace:
+    return long_tail_trace(3000, group_size=16, seed=0, median_tokens=2000, max_tokens=16384)
+
+
+@pytest.fixture(scope="module")
+def runs(trace) -> dict:
+    knobs = {"partial": {"token_budget": 4096}, "staleness": {"staleness": 1}}
+    return {p: simulate(p, trace, MODEL, steps=10, batch_groups=32, **knobs.get(p, {})) for p in POLICIES}
+
+
+# ----------------------------------------------------------------------------------------- trace
+
+
+def test_trace_statistics():
+    t = long_tail_trace(4000, group_size=16, seed=3, median_tokens=3000, p99_ratio=9.0, max_tokens=10**7)
+    plain = t.lengths[~t.looping]
+    assert np.percentile(plain, 99) / np.median(plain) == pytest.approx(9.0, rel=0.08)
+    assert np.median(plain) == pytest.approx(3000, rel=0.05)
+    assert t.correct.mean() == pytest.approx(0.41, abs=0.02)
+    assert t.looping.mean() == pytest.approx(0.03, abs=0.006)
+    assert (t.lengths[t.looping] == t.max_tokens).all() and not t.correct[t.looping].any()
+    passes = t.correct.sum(axis=1)
+    # Beta(0.41, 0.59), G = 16: 8.9 % all-correct, 21.1 % all-wrong in expectation
+    assert (t.params["beta_a"], t.params["beta_b"]) == pytest.approx((0.41, 0.59))
+    assert (passes == 16).mean() == pytest.approx(0.089, abs=0.025)
+    assert (passes == 0).mean() == pytest.approx(0.211, abs=0.04)
+    right, wrong = np.median(t.lengths[t.correct]), np.median(t.lengths[~t.correct & ~t.looping])
+    assert wrong / right == pytest.approx(1.3, rel=0.06)
+
+
+def test_trace_is_reproducible_and_capped():
+    a, b = long_tail_trace(200, seed=7), long_tail_trace(200, seed=7)
+    assert (a.lengths == b.lengths).all() and (a.correct == b.correct).all()
+    assert not (long_tail_trace(200, seed=8).lengths == a.lengths).all()
+    assert a.lengths.max() <= 32768 and not a.correct[a.lengths >= 32768].any()
+
+
+# ----------------------------------------------------------------------------------------- naive
+
+
+def test_naive_one_round_by_hand():
+    t = Trace(np.array([[10, 20], [30, 40]]), np.array([[1, 0], [1, 0]]))
+    m = EngineModel(slots=8, step_a=1.0, step_b=0.1, reward_latency=5.0, train_c=2.0, train_d=0.1, sync_time=3.0)
+    step = simulate("naive", t, m, steps=1, batch_groups=2).steps[0]
+    # 4 active for 10 tokens, then 3, 2, 1: 10·(1.4 + 1.3 + 1.2 + 1.1) = 50; rewards 5;
+    # train 2 + 0.1·100 = 12; sync 3
+    assert step.wall_s == pytest.approx(50 + 5 + 12 + 3)
+    assert step.gen_busy_s == pytest.approx(50) and step.trained_tokens == 100
+    assert step.idle_s == pytest.approx(5 + 50 - (10 * 1.4 * 4 + 10 * 1.3 * 3 + 10 * 1.2 * 2 + 10 * 1.1) / 8)
+
+
+def test_naive_refill_round_by_hand():
+    # p0 valid, p1 all-correct (invalid), p2 valid; rounds of 2 groups; 1 s per decode step
+    t = Trace(np.array([[10, 30], [20, 20], [5, 40]]), np.array([[1, 0], [1, 1], [0, 1]]))
+    m = EngineModel(slots=4, step_a=1.0, step_b=0.0, reward_latency=5.0, train_c=2.0, train_d=0.1, sync_time=3.0)
+    step = simulate("naive", t, m, steps=1, batch_groups=2).steps[0]
+    # round 1 (p0, p1): 30 + 5; round 2 (p2, p0 again): 40 + 5; train p0 + p2 (85 tokens): 10.5; sync 3
+    assert step.wall_s == pytest.approx(35 + 45 + 10.5 + 3)
+    assert step.trained_groups == [0, 2] and step.launched_groups == [0, 1, 2, 3]
+    assert (step.invalid_tokens, step.discarded_tokens, step.aborted_tokens) == (40, 40, 0)
+    assert step.generated_tokens == pytest.approx(165)
+
+
+# -------------------------------------------------------------------------------------- seamless
+
+
+def _group_ready_times(result, latency: float, group_size: int) -> dict[int, float]:
+    ends: dict[int, list[float]] = {}
+    for e in result.timeline:
+        if e.outcome == "finished":
+            ends.setdefault(e.group, []).append(e.end)
+    return {g: max(v) + latency for g, v in ends.items() if len(v) == group_size}
+
+
+def test_seamless_selects_through_fifo_early_termination(trace, monkeypatch):
+    calls = []
+
+    def spy(finish, valid, batch):
+        calls.append(len(finish))
+        return fifo_early_termination(finish, valid, batch)
+
+    monkeypatch.setattr(simulator, "fifo_early_termination", spy)
+    result = simulate("seamless", trace, MODEL, steps=4, batch_groups=32)
+    assert len(calls) >= 4
+    ready = _group_ready_times(result, MODEL.reward_latency, trace.group_size)
+    valid = trace.group_valid()
+    for step in result.steps:
+        gids = step.launched_groups
+        finish = [ready.get(g) for g in gids]
+        selected, stop = fifo_early_termination(finish, [bool(valid[g % trace.n_prompts]) for g in gids], 32)
+        assert [gids[i] for i in selected] == step.trained_groups
+        assert stop == pytest.approx(step.stop_time)
+
+
+def test_seamless_faster_and_less_wasteful_than_naive(runs):
+    naive, seamless = runs["naive"].summary(skip=1), runs["seamless"].summary(skip=1)
+    print(
+        f"\nseamless/naive: time per trained token {seamless['time_per_trained_token_s'] / naive['time_per_trained_token_s']:.2f}, "
+        f"waste {naive['sample_waste']:.3f} -> {seamless['sample_waste']:.3f}"
+    )
+    assert seamless["time_per_trained_token_s"] < 0.85 * naive["time_per_trained_token_s"]
+    assert seamless["step_wall_median_s"] < naive["step_wall_median_s"]
+    assert seamless["sample_waste"] < naive["sample_waste"]
+
+
+def test_seamless_fifo_has_no_length_bias(runs):
+    s = runs["seamless"].summary(skip=1)
+    print(f"\nseamless length bias {s['length_bias']:.3f} (vs valid launched {s['length_bias_vs_launched_valid']:.3f})")
+    # FIFO trains the first valid groups in launch order: an unbiased draw of the valid groups
+    assert s["length_bias_vs_launched_valid"] == pytest.approx(1.0, abs=0.05)
+    assert s["length_bias"] == pytest.approx(1.0, abs=0.1)
+
+
+# ---------------------------------------------------------------------------- partial, staleness
+
+
+def test_partial_iterations_are_bounded_by_the_budget(runs):
+    result = runs["partial"]
+    walls = np.array([s.wall_s for s in result.steps[2:]])
+    assert np.percentile(walls, 99) <= 2 * np.median(walls)
+    bound = 4096 * MODEL.step_time(MODEL.slots) + MODEL.reward_latency
+    assert all(s.gen_window_s <= bound for s in result.steps[2:])
+    segments = result.summary()["segments_hist"]
+    assert max(segments) >= 2  # long tails carried over into later iterations
+    assert any(e.outcome == "budget" for e in result.timeline)
+
+
+@pytest.mark.parametrize("bound", [0, 1, 2])
+def test_staleness_bound_holds(trace, bound):
+    result = simulate("staleness", trace, MODEL, steps=8, batch_groups=32, staleness=bound, reuse_ratio=0.25)
+    oldest: dict[int, int] = {}
+    for e in result.timeline:
+        oldest[e.group] = min(oldest.get(e.group, e.version), e.version)
+    for step in result.steps:
+        assert (step.staleness <= bound).all()
+        assert all(step.step - oldest[g] <= bound for g in step.trained_groups)
+    hist = result.summary()["staleness_hist"]
+    assert (max(hist) >= 1) == (bound >= 1)  # overlap trains samples of the previous version
+
+
+# ---------------------------------------------------------------------------------- invariants
+
+
+OUTCOMES = {  # how each policy's requests may leave the engine
+    "naive": {"finished"},
+    "verl_sync": {"finished"},  # drained, never aborted
+    "seamless": {"finished", "aborted"},
+    "partial": {"finished", "budget", "paused"},
+    "colocate_async": {"finished", "paused"},
+    "staleness": {"finished", "aborted"},
+}
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_tokens_add_up_and_slots_are_respected(runs, policy):
+    result = runs[policy]
+    spent = sum(s.trained_tokens + s.aborted_tokens + s.discarded_tokens + s.invalid_tokens for s in result.steps)
+    assert spent + result.pending_tokens == pytest.approx(result.generated_tokens, rel=1e-9)
+    assert sum(s.generated_tokens for s in result.steps) <= result.generated_tokens * (1 + 1e-12)
+    assert all(len(s.trained_groups) == 32 for s in result.steps) or policy == "partial"
+    slots = MODEL.slots * (MODEL.gen_share if policy == "staleness" else 1)
+    events = sorted([(e.start, 1) for e in result.timeline] + [(e.end, -1) for e in result.timeline])
+    assert max(np.cumsum([d for _, d in events])) <= slots
+    outcomes = {e.outcome for e in result.timeline}
+    assert outcomes <= OUTCOMES[policy] and "finished" in outcomes
+    s = result.summary()
+    assert 0.0 <= s["idle_ratio"] <= 1.0 and 0.0 <= s["sample_waste"] < 1.0 and not math.isnan(s["length_bias"])
