@@ -65,6 +65,13 @@ def reasonrl_config_groups() -> list[ConfigGroup]:
 
 
 @hookimpl
+def reasonrl_benchmarks() -> list:
+    from reasonrl.plugins.rollout.bench import BENCHMARK
+
+    return [BENCHMARK]
+
+
+@hookimpl
 def reasonrl_api_functions() -> dict:
     from reasonrl.plugins.rollout.seamless import fifo_early_termination
 

@@ -1,0 +1,196 @@
+"""``reasonrl bench rollout``: the rollout schedulers compared, in two parts (one command).
+
+- **Real generation** (``bench_real.py``, its own process): vLLM's CPU build on the smoke model,
+  the engine's decode-step time calibrated against the number of active requests first, then
+  naive dynamic sampling and seamless rollout on the same long-tail trace (rollout phase only).
+  The simulator, given the calibrated step time, predicts the same runs: its error is printed.
+- **Simulator** (``simulator.py``) at MiMo's scale (512 slots, 32K max tokens, 256 groups × 16):
+  naive, verl's synchronous DAPO, seamless, partial rollout, colocate_async and staleness.
+
+Numbers only, no thresholds; ``--json OUT`` writes them, ``--plot PNG`` a request timeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from reasonrl.contracts import CliCommand
+from reasonrl.plugins.rollout.simulator import EngineModel, simulate
+from reasonrl.plugins.rollout.trace import long_tail_trace
+
+#: MiMo-scale simulation (trace: log-normal, p99 ≈ 9× the median, wrong answers 1.3× longer, 3 %
+#: looping to the limit, pass rate 0.41 from Beta(0.41, 0.59): see trace.py).
+MIMO_SCALE = {"n_prompts": 8192, "group_size": 16, "median_tokens": 4096, "max_tokens": 32768, "seed": 0}
+MIMO_BATCH = 256
+#: The real part: 4 requests per group, lengths that fit the smoke model's 64 positions.
+REAL_SPEC = {
+    "slots": 32,
+    "batch_groups": 4,
+    "steps": 4,
+    "reward_latency": 0.05,
+    "trace": {"n_prompts": 256, "group_size": 4, "median_tokens": 6, "p99_ratio": 7.0, "max_tokens": 40, "seed": 1},
+}
+
+
+def simulated(steps: int = 12) -> dict:
+    trace = long_tail_trace(**MIMO_SCALE)
+    engine = EngineModel(slots=512)
+    runs = {
+        "naive": simulate("naive", trace, engine, steps, batch_groups=MIMO_BATCH, record_timeline=False),
+        "verl_sync": simulate("verl_sync", trace, engine, steps, batch_groups=MIMO_BATCH, record_timeline=False),
+        "seamless": simulate("seamless", trace, engine, steps, batch_groups=MIMO_BATCH, record_timeline=False),
+        "partial": simulate(
+            "partial", trace, engine, 6 * steps, batch_groups=MIMO_BATCH, token_budget=8192, record_timeline=False
+        ),
+        "colocate_async": simulate(
+            "colocate_async", trace, engine, steps, batch_groups=MIMO_BATCH, record_timeline=False
+        ),
+        "staleness": simulate(
+            "staleness",
+            trace,
+            replace(engine, gen_share=0.75),
+            steps,
+            batch_groups=MIMO_BATCH,
+            staleness=1,
+            record_timeline=False,
+        ),
+    }
+    summaries = {name: run.summary(skip=1) for name, run in runs.items()}
+    per_token = {name: s["time_per_trained_token_s"] for name, s in summaries.items()}
+    return {
+        "summaries": summaries,
+        "seamless_vs_naive": per_token["naive"] / per_token["seamless"],
+        "staleness_vs_naive": per_token["naive"] / per_token["staleness"],
+        "seamless_vs_verl_sync": per_token["verl_sync"] / per_token["seamless"],
+        "partial_vs_verl_sync": per_token["verl_sync"] / per_token["partial"],
+    }
+
+
+def real(spec: dict) -> dict:
+    """Run ``bench_real.py`` in a fresh process; then the simulator's prediction of the same runs."""
+    from reasonrl.smoke.prepare import default_root, ensure
+    from reasonrl.testing.fresh_process import run_fresh
+
+    ensure()
+    spec = {**spec, "model": str(default_root() / "model")}
+    done = run_fresh(
+        [sys.executable, "-m", "reasonrl.plugins.rollout.bench_real", json.dumps(spec)],
+        env={"VERL_PLATFORM": "cpu"},
+        timeout=1800,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"real-generation bench failed:\n{done.stderr[-3000:]}")
+    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    calibration = measured["calibration"]
+    engine = EngineModel(
+        slots=spec["slots"],
+        step_a=calibration["step_a"],
+        step_b=calibration["step_b"],
+        reward_latency=spec["reward_latency"],
+        train_c=0.0,
+        train_d=0.0,
+        sync_time=0.0,
+    )
+    trace = long_tail_trace(**spec["trace"])
+    out = {"calibration": calibration, "spec": spec}
+    for policy in ("naive", "seamless"):
+        steps = measured[policy]["steps"]
+        wall = sum(s["wall_s"] for s in steps)
+        trained = sum(s["trained_tokens"] for s in steps)
+        predicted = simulate(
+            policy, trace, engine, len(steps), batch_groups=spec["batch_groups"], record_timeline=False
+        )
+        predicted_wall = sum(s.wall_s for s in predicted.steps)
+        out[policy] = {
+            "step_wall_s": [s["wall_s"] for s in steps],
+            "trained_tokens": trained,
+            "generated_tokens": measured[policy]["generated_tokens"],
+            "time_per_trained_token_s": wall / max(trained, 1),
+            "sample_waste": 1.0 - trained / max(measured[policy]["generated_tokens"], 1),
+            "simulated_wall_s": predicted_wall,
+            "simulator_error": predicted_wall / wall - 1.0,
+        }
+    out["seamless_vs_naive"] = out["naive"]["time_per_trained_token_s"] / out["seamless"]["time_per_trained_token_s"]
+    return out
+
+
+def timeline_plot(path: Path) -> Path:
+    """Requests on a time axis, coloured by policy version, for seamless and staleness runs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    trace = long_tail_trace(n_prompts=512, group_size=4, median_tokens=400, max_tokens=4096, seed=2)
+    engine = EngineModel(
+        slots=48, step_a=0.02, step_b=2e-4, reward_latency=0.5, train_c=2.0, train_d=0.0, sync_time=0.5
+    )
+    runs = {
+        "seamless": simulate("seamless", trace, engine, 4, batch_groups=6),
+        "staleness (s=1)": simulate(
+            "staleness", trace, replace(engine, gen_share=0.75), 4, batch_groups=6, staleness=1
+        ),
+    }
+    figure, axes = plt.subplots(len(runs), 1, figsize=(10, 7), sharex=True)
+    colours = plt.get_cmap("tab10")
+    for axis, (label, result) in zip(axes, runs.items()):
+        for row, event in enumerate(sorted(result.timeline, key=lambda e: (e.start, e.request))):
+            style = "-" if event.outcome in ("finished", "budget") else ":"
+            axis.plot([event.start, event.end], [row, row], style, color=colours(event.version % 10), linewidth=1.2)
+        axis.set_title(f"{label}: one line per request segment, colour = policy version, dotted = aborted")
+        axis.set_ylabel("request")
+    axes[-1].set_xlabel("simulated seconds")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    return path
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", type=Path, help="write the numbers here")
+    parser.add_argument("--plot", type=Path, help="write a request timeline (PNG) here")
+    parser.add_argument("--no-real", action="store_true", help="simulator only (no vLLM run)")
+
+
+def _run(args: argparse.Namespace) -> int:
+    result: dict = {"trace": {"mimo_scale": MIMO_SCALE, "real": REAL_SPEC["trace"]}}
+    print("simulated at MiMo's scale (512 slots, 32K max tokens, 256 groups × 16 per batch):", flush=True)
+    result["simulated"] = simulated()
+    for name, s in result["simulated"]["summaries"].items():
+        print(
+            f"  {name:<15} step median {s['step_wall_median_s']:8.1f} s  p90 {s['step_wall_p90_s']:8.1f} s  "
+            f"per trained token {s['time_per_trained_token_s'] * 1e3:7.3f} ms  waste {s['sample_waste']:5.1%}  "
+            f"idle {s['idle_ratio']:5.1%}  length bias {s['length_bias']:.3f}",
+            flush=True,
+        )
+    for key in ("seamless_vs_naive", "seamless_vs_verl_sync", "partial_vs_verl_sync", "staleness_vs_naive"):
+        print(f"  {key}: {result['simulated'][key]:.2f}x", flush=True)
+    if args.no_real:
+        result["real"] = None
+    else:
+        print("real generation (vLLM CPU, smoke model; rollout phase):", flush=True)
+        result["real"] = real(REAL_SPEC)
+        c = result["real"]["calibration"]
+        print(f"  decode step = {c['step_a'] * 1e3:.2f} ms + {c['step_b'] * 1e3:.3f} ms × active", flush=True)
+        for policy in ("naive", "seamless"):
+            r = result["real"][policy]
+            print(
+                f"  {policy:<9} per trained token {r['time_per_trained_token_s'] * 1e3:7.2f} ms  waste "
+                f"{r['sample_waste']:5.1%}  simulator error {r['simulator_error']:+.1%}",
+                flush=True,
+            )
+        print(f"  seamless_vs_naive: {result['real']['seamless_vs_naive']:.2f}x", flush=True)
+    if args.plot:
+        print(f"timeline: {timeline_plot(args.plot)}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2, default=float))
+        print(f"numbers: {args.json}", flush=True)
+    return 0
+
+
+BENCHMARK = CliCommand(
+    "rollout", "rollout schedulers: real vLLM-CPU generation and a MiMo-scale simulator", _configure, _run
+)

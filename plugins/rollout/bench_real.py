@@ -1,0 +1,168 @@
+"""Real generation for ``reasonrl bench rollout``: vLLM's CPU build (``AsyncLLM``, the engine
+verl's LLM server drives) on the smoke model, responses forced to a trace's lengths
+(``ignore_eos``, per-request ``max_tokens``), rewards drawn by the trace and delivered after
+``reward_latency`` seconds (MiMo's asynchronous reward stands in for the judge).
+
+Runs in its own process (``python -m reasonrl.plugins.rollout.bench_real SPEC_JSON``) and prints
+one JSON line: the engine's calibrated decode-step time and, per policy, the rollout wall time of
+each step and the tokens generated / trained. Training itself is not run (both policies would pay
+the same): ratios are of the rollout phase.
+
+Policies: ``naive`` (MiMo's baseline — a round of groups to the last token, then rewards in
+series, keep the valid groups, repeat) and ``seamless`` (MiMo §3.4.1 — continuous launching by
+``tasks_to_launch``, rewards as groups finish, the step stopped by ``fifo_early_termination``,
+requests still in flight aborted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+
+import numpy as np
+
+from reasonrl.plugins.rollout.seamless import fifo_early_termination, tasks_to_launch, valid_rate_estimate
+from reasonrl.plugins.rollout.trace import long_tail_trace
+
+MAX_LEN = 64  # the smoke model's positions
+
+
+async def _generate(engine, prompt_ids, max_tokens: int, request_id: str) -> int:
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    params = SamplingParams(temperature=1.0, ignore_eos=True, max_tokens=int(max_tokens))
+    final = None
+    async for output in engine.generate(TokensPrompt(prompt_token_ids=prompt_ids), params, request_id):
+        final = output
+    return len(final.outputs[0].token_ids) if final and final.outputs else 0
+
+
+async def calibrate(engine, prompt_ids, sizes=(1, 4, 16, 32), tokens: int = 32) -> dict:
+    """Decode-step time against the number of active requests: ``a + b·n`` (least squares)."""
+    times = []
+    for n in sizes:
+        start = time.perf_counter()
+        await asyncio.gather(*(_generate(engine, prompt_ids, tokens, uuid.uuid4().hex) for _ in range(n)))
+        times.append((time.perf_counter() - start) / tokens)
+    b, a = np.polyfit(np.array(sizes, dtype=float), np.array(times), 1)
+    return {"sizes": list(sizes), "step_s": times, "step_a": float(max(a, 1e-5)), "step_b": float(max(b, 0.0))}
+
+
+class _Run:
+    def __init__(self, engine, prompt_ids, trace, latency: float) -> None:
+        self.engine, self.prompt_ids, self.trace, self.latency = engine, prompt_ids, trace, latency
+        self.next_prompt = 0
+        self.generated = 0
+
+    def group(self) -> int:
+        index = self.next_prompt % self.trace.n_prompts
+        self.next_prompt += 1
+        return index
+
+    async def run_group(self, prompt: int, ids: list[str]) -> int:
+        lengths = self.trace.lengths[prompt]
+        done = await asyncio.gather(*(_generate(self.engine, self.prompt_ids, n, i) for n, i in zip(lengths, ids)))
+        self.generated += sum(done)
+        return int(sum(done))
+
+
+async def naive_step(run: _Run, batch: int, round_groups: int) -> dict:
+    start, kept, trained = time.perf_counter(), 0, 0
+    valid = run.trace.group_valid()
+    while kept < batch:
+        prompts = [run.group() for _ in range(round_groups)]
+        tokens = await asyncio.gather(
+            *(run.run_group(p, [uuid.uuid4().hex for _ in range(run.trace.group_size)]) for p in prompts)
+        )
+        await asyncio.sleep(run.latency)  # rewards of the round, after generation
+        for p, t in zip(prompts, tokens):
+            if valid[p] and kept < batch:
+                kept, trained = kept + 1, trained + t
+    return {"wall_s": time.perf_counter() - start, "trained_tokens": trained}
+
+
+async def seamless_step(run: _Run, batch: int, slots: int, stats: list[int]) -> dict:
+    """One step of continuous rollout with FIFO early termination; ``stats`` = [valid, finished]
+    groups so far (the live pass-rate statistics, carried across steps)."""
+    start = time.perf_counter()
+    valid = run.trace.group_valid()
+    groups: list[dict] = []  # launch order: prompt, request ids, finish time, valid, tokens
+    wake = asyncio.Event()
+
+    async def one(group: dict) -> None:
+        group["tokens"] = await run.run_group(group["prompt"], group["ids"])
+        await asyncio.sleep(run.latency)  # asynchronous reward
+        group["finish"], group["valid"] = time.perf_counter() - start, bool(valid[group["prompt"]])
+        stats[0] += group["valid"]
+        stats[1] += 1
+        wake.set()
+
+    tasks = []
+    while True:
+        finished = [g for g in groups if "finish" in g]
+        selected, stop = fifo_early_termination(
+            [g.get("finish") for g in groups], [g.get("valid", False) for g in groups], batch
+        )
+        if selected:
+            break
+        active = len(groups) - len(finished)
+        missing = batch - sum(g["valid"] for g in finished)
+        free = slots // run.trace.group_size - active
+        for _ in range(tasks_to_launch(missing, active, valid_rate_estimate(*stats), max(free, 0))):
+            group = {"prompt": run.group(), "ids": [uuid.uuid4().hex for _ in range(run.trace.group_size)]}
+            groups.append(group)
+            tasks.append(asyncio.create_task(one(group)))
+        wake.clear()
+        await wake.wait()
+    in_flight = [i for g in groups if "finish" not in g for i in g["ids"]]
+    if in_flight:
+        await run.engine.abort(in_flight)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    trained = sum(groups[i]["tokens"] for i in selected)
+    return {"wall_s": time.perf_counter() - start, "trained_tokens": int(trained), "stop_s": stop}
+
+
+async def main(spec: dict) -> dict:
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    engine = AsyncLLM.from_engine_args(
+        AsyncEngineArgs(
+            model=spec["model"],
+            dtype="float32",
+            enforce_eager=True,
+            max_model_len=MAX_LEN,
+            max_num_seqs=spec["slots"],
+            seed=0,
+            kv_cache_memory_bytes=256 << 20,
+        )
+    )
+    from transformers import AutoTokenizer
+
+    from reasonrl.smoke.arithmetic import make_problems
+
+    prompt_ids = AutoTokenizer.from_pretrained(spec["model"])(make_problems(1, seed=0)[0].prompt)["input_ids"]
+    trace = long_tail_trace(**spec["trace"])
+    result = {"calibration": await calibrate(engine, prompt_ids)}
+    for policy in ("naive", "seamless"):
+        run, stats, steps = _Run(engine, prompt_ids, trace, spec["reward_latency"]), [0, 0], []
+        for _ in range(spec["steps"]):
+            if policy == "naive":
+                steps.append(await naive_step(run, spec["batch_groups"], spec["batch_groups"]))
+            else:
+                steps.append(await seamless_step(run, spec["batch_groups"], spec["slots"], stats))
+        result[policy] = {"steps": steps, "generated_tokens": run.generated}
+    engine.shutdown()
+    return result
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("VERL_PLATFORM", "cpu")
+    print(json.dumps(asyncio.run(main(json.loads(sys.argv[1])))))
