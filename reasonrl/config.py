@@ -54,6 +54,21 @@ def config_value(config: Any, key: str, default: Any = None) -> Any:
     return OmegaConf.select(config, key, default=default)
 
 
+#: reasonrl's verl trainer mode: verl's synchronous trainer + plugin callbacks (bridges/verl_trainer.py).
+REASONRL_TRAINER_MODE = "reasonrl_sync"
+
+
+def require_trainer_mode(config: Any, needs: str) -> None:
+    """Refuse a run whose ``trainer.v1.trainer_mode`` is not reasonrl's: ``needs`` says what of the
+    plugin runs there (e.g. "the length curriculum (a trainer callback)")."""
+    mode = config_value(config, "trainer.v1.trainer_mode")
+    if mode != REASONRL_TRAINER_MODE:
+        raise ConfigError(
+            "trainer.v1.trainer_mode",
+            f"is {mode!r}, but {needs} runs in trainer mode {REASONRL_TRAINER_MODE!r} (the plugin's option sets it)",
+        )
+
+
 def knob(
     default: Any = dataclasses.MISSING,
     *,

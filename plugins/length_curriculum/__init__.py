@@ -12,7 +12,7 @@ of output lengths approaches the limit) and MiMo-7B-RL-0530 §3.6 (32K → 38K �
 
 from __future__ import annotations
 
-from reasonrl.config import ConfigError, config_value
+from reasonrl.config import ConfigError, config_value, require_trainer_mode
 from reasonrl.contracts import ConfigGroup, PluginInfo, Registration, TrainerCallback
 from reasonrl.hookspecs import hookimpl
 from reasonrl.plugins.length_curriculum.config import AGENT_LOOP, KEY, LENGTH_CURRICULUM_GROUP
@@ -79,12 +79,7 @@ def check_length_curriculum(config) -> None:
                 f"stage and the curriculum caps each request below it; set {verl_key}={last} or end "
                 f"{KEY}.stages at {value}",
             )
-    mode = config_value(config, "trainer.v1.trainer_mode")
-    if mode != "reasonrl_sync":
-        raise ConfigError(
-            "trainer.v1.trainer_mode",
-            f"is {mode!r}: the length curriculum is a callback of trainer mode 'reasonrl_sync' (use +reasonrl/length_curriculum=<option>)",
-        )
+    require_trainer_mode(config, "the length curriculum (a trainer callback; +reasonrl/length_curriculum=<option>)")
     loop = config_value(config, "actor_rollout_ref.rollout.agent.default_agent_loop")
     if loop != AGENT_LOOP:
         raise ConfigError(

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from reasonrl.config import ConfigError, config_value, group_settings, knob
+from reasonrl.config import ConfigError, config_value, group_settings, knob, require_trainer_mode
 from reasonrl.contracts import ConfigGroup
 
 KEY = "reasonrl.mtp"
@@ -103,17 +103,9 @@ def check_run(config) -> None:
             "final norm and chains normed outputs; MiMo and vLLM's MiMo drafter use both before it), so MTP layers "
             "trained there are not the layers vLLM drafts with: train MiMo MTP on the FSDP engine (fsdp / fsdp2)",
         )
-    if (
-        settings.train
-        and select("actor_rollout_ref.actor.strategy") != "megatron"
-        and select("trainer.v1.trainer_mode") != "reasonrl_sync"
-    ):
+    if settings.train and select("actor_rollout_ref.actor.strategy") != "megatron":
         # verl's FSDP actor ignores mtp.enable_train: our loss comes in through reasonrl's trainer mode
-        raise ConfigError(
-            "trainer.v1.trainer_mode",
-            "training the MTP layers on an FSDP actor needs trainer mode reasonrl_sync (set by +reasonrl/mtp=mimo): "
-            "otherwise verl keeps them frozen",
-        )
+        require_trainer_mode(config, "training the MTP layers on an FSDP actor (else verl keeps them frozen)")
     if settings.train and select("actor_rollout_ref.actor.strategy") != "megatron":
         if select("actor_rollout_ref.model.model_type") != "mtp_language_model":
             raise ConfigError(

@@ -13,7 +13,7 @@ Framework-free math in ``core.py`` / ``schedule.py``; verl adapters in ``verl_*.
 
 from __future__ import annotations
 
-from reasonrl.config import ConfigError, config_value
+from reasonrl.config import ConfigError, config_value, require_trainer_mode
 from reasonrl.contracts import CliCommand, ConfigGroup, PluginInfo, Registration, TrainerCallback
 from reasonrl.hookspecs import hookimpl
 from reasonrl.plugins.objectives.config import OBJECTIVE_GROUP
@@ -127,12 +127,7 @@ def check_objective(config) -> None:
                 )
     schedule = config_value(config, "reasonrl.objective.eps_pos_high_schedule") or "constant"
     if schedule != "constant":
-        mode = config_value(config, "trainer.v1.trainer_mode")
-        if mode != "reasonrl_sync":
-            raise ConfigError(
-                "trainer.v1.trainer_mode",
-                f"is {mode!r}: the ε_pos_high schedule ({schedule}) is applied by trainer mode 'reasonrl_sync'",
-            )
+        require_trainer_mode(config, f"the ε_pos_high schedule ({schedule})")
         if config_value(config, "distillation.enabled"):
             raise ConfigError(
                 "reasonrl.objective.eps_pos_high_schedule",

@@ -14,7 +14,7 @@ Framework-free cores in the top-level modules; verl adapters in ``verl_*.py``.
 
 from __future__ import annotations
 
-from reasonrl.config import ConfigError
+from reasonrl.config import ConfigError, require_trainer_mode
 from reasonrl.contracts import CliCommand, ConfigGroup, PluginInfo, Registration, TrainerCallback
 from reasonrl.hookspecs import hookimpl
 from reasonrl.plugins.rewards.config import REWARDS_GROUP
@@ -101,14 +101,8 @@ def reasonrl_check_config(config) -> None:
             "reward.reward_manager.name",
             f"is {manager!r} but reasonrl.rewards is set: use +reasonrl/rewards=<option> (it selects 'reasonrl')",
         )
-    if (
-        settings.needs_group_callback
-        and OmegaConf.select(config, "trainer.v1.trainer_mode", default=None) != "reasonrl_sync"
-    ):
-        raise ConfigError(
-            "trainer.v1.trainer_mode",
-            "must be 'reasonrl_sync': the length penalty and incomplete-signal masking run in its before_advantage step",
-        )
+    if settings.needs_group_callback:
+        require_trainer_mode(config, "the length penalty and incomplete-signal masking (its before_advantage step)")
     estimator = OmegaConf.select(config, "algorithm.adv_estimator", default=None)
     if settings.mask_incomplete and estimator != "masked_grpo":
         raise ConfigError(

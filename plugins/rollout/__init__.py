@@ -13,7 +13,7 @@ staleness-bounded streaming), Llama-Nemotron §5.2.3 (FP8 generation).
 
 from __future__ import annotations
 
-from reasonrl.config import ConfigError, config_value
+from reasonrl.config import ConfigError, config_value, require_trainer_mode
 from reasonrl.contracts import ConfigGroup, PluginInfo, Registration, TrainerCallback
 from reasonrl.hookspecs import hookimpl
 from reasonrl.plugins.rollout.config import AGENT_LOOP, KEY, ROLLOUT_GROUP
@@ -99,12 +99,8 @@ def check_rollout(config) -> None:
                 f"is {loop!r}: repeat detection is asked of vLLM by agent loop {AGENT_LOOP!r} "
                 "(use +reasonrl/rollout=repeat_detection; it cannot combine with another plugin's agent loop yet)",
             )
-        mode = config_value(config, "trainer.v1.trainer_mode")
-        if settings.repetition_penalty and mode != "reasonrl_sync":
-            raise ConfigError(
-                "trainer.v1.trainer_mode",
-                f"is {mode!r}: the repetition penalty is a callback of trainer mode 'reasonrl_sync'",
-            )
+        if settings.repetition_penalty:
+            require_trainer_mode(config, "the repetition penalty (a trainer callback)")
     from reasonrl.plugins.rollout.fp8 import check_fp8
 
     check_fp8(config)

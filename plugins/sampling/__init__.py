@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 
-from reasonrl.config import ConfigError, config_value
+from reasonrl.config import ConfigError, config_value, require_trainer_mode
 from reasonrl.contracts import CliCommand, ConfigGroup, PluginInfo, TrainerCallback
 from reasonrl.hookspecs import hookimpl
 from reasonrl.plugins.sampling.config import SAMPLING_GROUP
@@ -53,11 +53,7 @@ def reasonrl_check_config(config) -> None:
     if not settings.samplers:
         return
     select = functools.partial(config_value, config)
-    if select("trainer.v1.trainer_mode") != "reasonrl_sync":
-        raise ConfigError(
-            "trainer.v1.trainer_mode",
-            "must be 'reasonrl_sync': the sampler is that trainer's prompt source (use +reasonrl/sampling=<option>)",
-        )
+    require_trainer_mode(config, "the sampler (the trainer's prompt source; +reasonrl/sampling=<option>)")
     if (
         select("trainer.v1.sampler.custom_sampler.path"),
         select("trainer.v1.sampler.custom_sampler.name"),
