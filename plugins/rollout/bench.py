@@ -2,7 +2,8 @@
 
 - **Real generation** (``bench_real.py``, its own process): vLLM's CPU build on the smoke model,
   the engine's decode-step time calibrated against the number of active requests first, then
-  naive dynamic sampling and seamless rollout on the same long-tail trace (rollout phase only).
+  naive dynamic sampling, verl's synchronous DAPO and seamless rollout on the same long-tail
+  trace (rollout phase only; partial rollout on real generation is not built yet).
   The simulator, given the calibrated step time, predicts the same runs: its error is printed.
 - **Simulator** (``simulator.py``) at MiMo's scale (512 slots, 32K max tokens, 256 groups × 16):
   naive, verl's synchronous DAPO, seamless, partial rollout, colocate_async and staleness.
@@ -97,7 +98,7 @@ def real(spec: dict) -> dict:
     )
     trace = long_tail_trace(**spec["trace"])
     out = {"calibration": calibration, "spec": spec}
-    for policy in ("naive", "seamless"):
+    for policy in ("naive", "verl_sync", "seamless"):
         steps = measured[policy]["steps"]
         wall = sum(s["wall_s"] for s in steps)
         trained = sum(s["trained_tokens"] for s in steps)
@@ -113,8 +114,14 @@ def real(spec: dict) -> dict:
             "sample_waste": 1.0 - trained / max(measured[policy]["generated_tokens"], 1),
             "simulated_wall_s": predicted_wall,
             "simulator_error": predicted_wall / wall - 1.0,
+            "length_bias": measured[policy]["length_bias"],
         }
-    out["seamless_vs_naive"] = out["naive"]["time_per_trained_token_s"] / out["seamless"]["time_per_trained_token_s"]
+    per_token = {policy: out[policy]["time_per_trained_token_s"] for policy in ("naive", "verl_sync", "seamless")}
+    out["seamless_vs_naive"] = per_token["naive"] / per_token["seamless"]
+    out["seamless_vs_verl_sync"] = per_token["verl_sync"] / per_token["seamless"]
+    out["partial_vs_verl_sync"] = None  # partial rollout on real generation: not built yet
+    out["sample_waste"] = {policy: out[policy]["sample_waste"] for policy in ("naive", "verl_sync", "seamless")}
+    out["length_bias"] = {"seamless": out["seamless"]["length_bias"], "partial": None}
     return out
 
 
@@ -175,14 +182,16 @@ def _run(args: argparse.Namespace) -> int:
         result["real"] = real(REAL_SPEC)
         c = result["real"]["calibration"]
         print(f"  decode step = {c['step_a'] * 1e3:.2f} ms + {c['step_b'] * 1e3:.3f} ms × active", flush=True)
-        for policy in ("naive", "seamless"):
+        for policy in ("naive", "verl_sync", "seamless"):
             r = result["real"][policy]
             print(
                 f"  {policy:<9} per trained token {r['time_per_trained_token_s'] * 1e3:7.2f} ms  waste "
-                f"{r['sample_waste']:5.1%}  simulator error {r['simulator_error']:+.1%}",
+                f"{r['sample_waste']:5.1%}  length bias {r['length_bias']:.3f}  simulator error "
+                f"{r['simulator_error']:+.1%}",
                 flush=True,
             )
-        print(f"  seamless_vs_naive: {result['real']['seamless_vs_naive']:.2f}x", flush=True)
+        for key in ("seamless_vs_naive", "seamless_vs_verl_sync"):
+            print(f"  {key}: {result['real'][key]:.2f}x", flush=True)
     if args.plot:
         print(f"timeline: {timeline_plot(args.plot)}", flush=True)
     if args.json:

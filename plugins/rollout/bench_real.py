@@ -8,7 +8,8 @@ one JSON line: the engine's calibrated decode-step time and, per policy, the rol
 each step and the tokens generated / trained. Training itself is not run (both policies would pay
 the same): ratios are of the rollout phase.
 
-Policies: ``naive`` (MiMo's baseline — a round of groups to the last token, then rewards in
+Policies: ``verl_sync`` (verl 0.9.1's synchronous DAPO: refill while generating, drain before
+training), ``naive`` (MiMo's baseline — a round of groups to the last token, then rewards in
 series, keep the valid groups, repeat) and ``seamless`` (MiMo §3.4.1 — continuous launching by
 ``tasks_to_launch``, rewards as groups finish, the step stopped by ``fifo_early_termination``,
 requests still in flight aborted).
@@ -58,6 +59,8 @@ class _Run:
         self.engine, self.prompt_ids, self.trace, self.latency = engine, prompt_ids, trace, latency
         self.next_prompt = 0
         self.generated = 0
+        self.finished_lengths: list[int] = []  # every sample of every group that finished
+        self.trained_lengths: list[int] = []
 
     def group(self) -> int:
         index = self.next_prompt % self.trace.n_prompts
@@ -68,7 +71,12 @@ class _Run:
         lengths = self.trace.lengths[prompt]
         done = await asyncio.gather(*(_generate(self.engine, self.prompt_ids, n, i) for n, i in zip(lengths, ids)))
         self.generated += sum(done)
+        self.finished_lengths += [int(n) for n in done]
         return int(sum(done))
+
+    def train(self, prompt: int) -> int:
+        self.trained_lengths += [int(n) for n in self.trace.lengths[prompt]]
+        return int(self.trace.lengths[prompt].sum())
 
 
 async def naive_step(run: _Run, batch: int, round_groups: int) -> dict:
@@ -76,13 +84,50 @@ async def naive_step(run: _Run, batch: int, round_groups: int) -> dict:
     valid = run.trace.group_valid()
     while kept < batch:
         prompts = [run.group() for _ in range(round_groups)]
-        tokens = await asyncio.gather(
+        await asyncio.gather(
             *(run.run_group(p, [uuid.uuid4().hex for _ in range(run.trace.group_size)]) for p in prompts)
         )
         await asyncio.sleep(run.latency)  # rewards of the round, after generation
-        for p, t in zip(prompts, tokens):
+        for p in prompts:
             if valid[p] and kept < batch:
-                kept, trained = kept + 1, trained + t
+                kept, trained = kept + 1, trained + run.train(p)
+    return {"wall_s": time.perf_counter() - start, "trained_tokens": trained}
+
+
+async def verl_sync_step(run: _Run, batch: int) -> dict:
+    """verl 0.9.1's synchronous DAPO (``trainer/ppo/v1/replay_buffer.py``): launch ``batch``
+    groups, score each as it finishes, each filtered group adds 2 refill credits (dispatched
+    while fewer than ``batch`` groups are in flight); once ``batch`` valid groups are in, drain
+    every in-flight request and train the first ``batch`` valid ones in launch order."""
+    start = time.perf_counter()
+    valid = run.trace.group_valid()
+    order: list[int] = []
+    done: dict[int, bool] = {}
+    pending: set = set()
+    credits = batch
+
+    async def one(prompt: int) -> int:
+        await run.run_group(prompt, [uuid.uuid4().hex for _ in range(run.trace.group_size)])
+        await asyncio.sleep(run.latency)
+        return prompt
+
+    while True:
+        while credits > 0 and len(pending) < batch and sum(done.values()) < batch:
+            prompt = run.group()
+            order.append(prompt)
+            pending.add(asyncio.create_task(one(prompt)))
+            credits -= 1
+        if not pending:
+            break
+        finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        for task in finished:
+            prompt = task.result()
+            done[prompt] = bool(valid[prompt])
+            credits += 0 if valid[prompt] else 2
+        if sum(done.values()) >= batch and pending:
+            await asyncio.wait(pending)  # drain: verl waits for every in-flight request
+            pending = set()
+    trained = sum(run.train(p) for p in [p for p in order if done.get(p)][:batch])
     return {"wall_s": time.perf_counter() - start, "trained_tokens": trained}
 
 
@@ -125,7 +170,7 @@ async def seamless_step(run: _Run, batch: int, slots: int, stats: list[int]) -> 
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    trained = sum(groups[i]["tokens"] for i in selected)
+    trained = sum(run.train(groups[i]["prompt"]) for i in selected)
     return {"wall_s": time.perf_counter() - start, "trained_tokens": int(trained), "stop_s": stop}
 
 
@@ -151,14 +196,20 @@ async def main(spec: dict) -> dict:
     prompt_ids = AutoTokenizer.from_pretrained(spec["model"])(make_problems(1, seed=0)[0].prompt)["input_ids"]
     trace = long_tail_trace(**spec["trace"])
     result = {"calibration": await calibrate(engine, prompt_ids)}
-    for policy in ("naive", "seamless"):
+    for policy in ("naive", "verl_sync", "seamless"):
         run, stats, steps = _Run(engine, prompt_ids, trace, spec["reward_latency"]), [0, 0], []
         for _ in range(spec["steps"]):
             if policy == "naive":
                 steps.append(await naive_step(run, spec["batch_groups"], spec["batch_groups"]))
+            elif policy == "verl_sync":
+                steps.append(await verl_sync_step(run, spec["batch_groups"]))
             else:
                 steps.append(await seamless_step(run, spec["batch_groups"], spec["slots"], stats))
-        result[policy] = {"steps": steps, "generated_tokens": run.generated}
+        result[policy] = {
+            "steps": steps,
+            "generated_tokens": run.generated,
+            "length_bias": float(np.mean(run.trained_lengths) / np.mean(run.finished_lengths)),
+        }
     engine.shutdown()
     return result
 
