@@ -117,40 +117,14 @@ def test_one_main_job_step_with_frozen_mtp_layers_drafting_in_rollout(tmp_path, 
     )  # the policy trained
 
 
-def test_one_main_job_step_training_the_mtp_layers_on_the_fsdp_actor(tmp_path, run_tag):
-    """reasonrl.mtp.train=true: the MTP loss joins verl's PPO loss in the actor workers (trainer
-    callback + set_loss_fn; the losses reach it in model_output from engine mtp_language_model),
-    the per-depth loss is logged, the MTP layer changes, and drafting
-    keeps running on the synced drafter."""
-    model = smoke_mimo(tmp_path)
-    run_dir, log = tmp_path / "run", tmp_path / "train.log"
-    overrides = [
-        "+reasonrl/mtp=mimo",
-        "reasonrl.mtp.train=true",
-        f"actor_rollout_ref.model.path={model}",
-        "trainer.total_training_steps=1",
-        "trainer.val_before_train=false",
-        "trainer.test_freq=-1",
-    ]
-    result = run_to_end(train_args("mimo", run_dir, *overrides), run_tag, log)
-    assert result.returncode == 0, tail(log)
-    (steps,) = launch_metrics(run_dir)
-    assert_steps_trained(steps, range(1, 2), log)
-    assert all(math.isfinite(step["actor/mtp_1_loss"]) and step["actor/mtp_1_loss"] > 0 for step in steps.values()), (
-        tail(log)
-    )
-    assert "reasonrl MiMoMultiLayerMTP: drafting with 1 MTP layer(s)" in log.read_text(errors="replace"), tail(log)
-    before, full = load_file(model / "model.safetensors"), saved_actor(run_dir)
-    assert not torch.equal(
-        full["model.mtp_layers.0.input_proj.weight"], before["model.mtp_layers.0.input_proj.weight"]
-    )  # trained
-
-
 def test_eps_schedule_trained_mtp_layers_and_the_longcat_loss_compose_in_one_step(tmp_path, run_tag):
     """Issue 20: three plugins change the actor's loss in one run — the objectives plugin's
     ε_pos_high schedule (a per-step config value), the mtp plugin's trained MTP layers (an additive
     λ·mean_k L^k) and LongCat's triplet-clipping loss (verl's policy-loss registry). One composed
-    loss in the actor workers: each term's metric is logged by the worker, the MTP layer trains."""
+    loss in the actor workers: each term's metric is logged by the worker, the MTP layer trains.
+    It is also the CI's run of reasonrl.mtp.train=true on the FSDP actor (the MTP loss joins
+    verl's PPO loss through the trainer callback; the losses reach it in model_output from engine
+    mtp_language_model) with drafting running on the synced drafter."""
     model = smoke_mimo(tmp_path)
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
     schedule = [
@@ -176,6 +150,7 @@ def test_eps_schedule_trained_mtp_layers_and_the_longcat_loss_compose_in_one_ste
     assert abs(step["actor/eps_pos_high"] - 0.25) < 1e-9  # the trainer's schedule
     assert abs(step["actor/longcat/eps_pos_high"] - 0.25) < 1e-9, "the value LongCat's loss used in the worker"
     assert math.isfinite(step["actor/mtp_1_loss"]) and step["actor/mtp_1_loss"] > 0, tail(log)
+    assert "reasonrl MiMoMultiLayerMTP: drafting with 1 MTP layer(s)" in log.read_text(errors="replace"), tail(log)
     before, full = load_file(model / "model.safetensors"), saved_actor(run_dir)
     assert not torch.equal(
         full["model.mtp_layers.0.input_proj.weight"], before["model.mtp_layers.0.input_proj.weight"]

@@ -13,10 +13,11 @@ from reasonrl.config import ConfigError
 from reasonrl.plugins.rollout.config import STOP_REASON_FIELD, RolloutConfig
 
 
-def test_agent_loops_register_whichever_module_is_imported_first():
-    """verl's agent-loop package first (the agent-loop workers) or an adapter first (a user):
-    both plugins' loops end up in verl's registry, importable by the path verl stores."""
-    for first in ("verl.experimental.agent_loop", "reasonrl.plugins.rollout.verl_agent_loop"):
+def test_agent_loops_register_when_an_adapter_is_imported_first():
+    """An adapter imported before verl's agent-loop package (a user, a test): both plugins' loops
+    end up in verl's registry, importable by the path verl stores. (verl's package first is the
+    agent-loop workers' order: every CPU main-job run with a plugin loop exercises it.)"""
+    for first in ("reasonrl.plugins.rollout.verl_agent_loop",):
         code = (
             f"import importlib; importlib.import_module({first!r})\n"
             "from verl.experimental.agent_loop.agent_loop import _agent_loop_registry as r\n"
