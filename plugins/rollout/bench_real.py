@@ -156,7 +156,7 @@ async def seamless_step(run: _Run, batch: int, slots: int, stats: list[int]) -> 
         if selected:
             break
         active = len(groups) - len(finished)
-        missing = batch - sum(g["valid"] for g in finished)
+        missing = max(0, batch - sum(g["valid"] for g in finished))  # FIFO may still wait for earlier tasks
         free = slots // run.trace.group_size - active
         for _ in range(tasks_to_launch(missing, active, valid_rate_estimate(*stats), max(free, 0))):
             group = {"prompt": run.group(), "ids": [uuid.uuid4().hex for _ in range(run.trace.group_size)]}
