@@ -8,7 +8,8 @@ staleness-bounded streaming), Llama-Nemotron §5.2.3 (FP8 generation).
 - ``seamless.py``, ``partial.py``, ``staleness.py``, ``repetition.py``: framework-free cores;
 - ``verl_agent_loop.py``: agent loop ``reasonrl_rollout`` (vLLM's repeat detection per request,
   stop reasons kept); ``verl_callback.py``: the penalty and the rates, a ``reasonrl_sync`` callback;
-- ``simulator.py`` / ``trace.py``: the schedulers on a long-tail trace (``reasonrl bench rollout``).
+- ``simulator.py`` (policies) / ``sim_model.py`` (engine, records) / ``trace.py``: the schedulers on a
+  long-tail trace (``reasonrl bench rollout``).
 """
 
 from __future__ import annotations
