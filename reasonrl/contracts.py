@@ -92,13 +92,22 @@ class TrainerCallback:
     - ``next_prompts(trainer, count, refill) -> list[int]``: the training dataset rows to roll
       out next, instead of verl's dataloader (``refill``: topping up a batch after verl's DAPO
       filter evicted groups). At most one callback of a run may have it;
+    - ``holds_group(trainer, extra_fields) -> bool``: asked once per finished prompt group with
+      its responses' ``reasonrl_*`` extra fields; True holds the group back from training (verl
+      refills its slot, the group is reported with ``held=True``), e.g. partial rollout's groups
+      with an unfinished response;
+    - ``carried_prompts(trainer, count, refill) -> list[(row, {field: str})]`` with ``carried_fields``
+      (the field names): prompt groups to send out again before new prompts are drawn, each
+      with per-row string fields its agent loop reads from ``run(**kwargs)`` (every training
+      batch carries ``carried_fields``, ``""`` on the other rows);
     - ``batch_fields(trainer) -> dict[str, scalar]``: batch-level fields put on every training
       batch (each step and each DAPO refill, never validation); verl's agent loops receive them
       as ``run(**kwargs)`` (e.g. the length curriculum's per-request response limit);
     - ``on_groups_finished(trainer, groups)``: finished prompt groups as verl's replay buffer
       resolves them, trained or not (needs reasonrl's ``ReportingReplayBuffer`` as
       ``trainer.v1.sampler.custom_sampler``): ``FinishedGroup`` records with ``row`` (the
-      dataset row), ``rewards``, ``reward_extra_info`` and ``trained``;
+      dataset row), ``rewards``, ``reward_extra_info``, ``trained``, ``held`` (not an outcome:
+      scorers skip it) and ``extra_fields`` (per response, its ``reasonrl_*`` extra fields);
     - ``actor_loss_term() -> term``: a term of the actor's loss (``adjust_config(config, data)``
       for per-step values on verl's loss config, ``loss(config, model_output, data, metrics)``
       for an additive, already weighted term, ``on_worker()``); the trainer composes every

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from reasonrl.compat.verl import non_tensor_items
 from reasonrl.plugins.rewards.config import RewardsConfig, settings_from
 from reasonrl.plugins.rewards.group_step import group_adjustments
 
@@ -30,14 +31,10 @@ FETCHED = ["uid", "rm_scores", "response_mask", "loss_mask", "extra_fields"]
 ESTIMATOR = "masked_grpo"
 
 
-def _items(value) -> list:
-    value = value.tolist() if hasattr(value, "tolist") else list(value)
-    return [getattr(v, "data", v) for v in value]
-
-
 def _extra_infos(fields) -> list[dict]:
     return [
-        (e or {}).get("reward_extra_info", {}) if isinstance(e, dict) else {} for e in _items(fields["extra_fields"])
+        (e or {}).get("reward_extra_info", {}) if isinstance(e, dict) else {}
+        for e in non_tensor_items(fields["extra_fields"])
     ]
 
 
@@ -81,7 +78,7 @@ def apply_group_step(fields, settings: RewardsConfig, step: int):
     response). Returns (TensorDict of rm_scores/response_mask/loss_mask to write back, metrics)."""
     from tensordict import TensorDict
 
-    uids = _items(fields["uid"])
+    uids = non_tensor_items(fields["uid"])
     extra = _extra_infos(fields)
     rm_scores = [t.clone() for t in fields["rm_scores"].unbind()]
     response_mask = [t.clone() for t in fields["response_mask"].unbind()]

@@ -115,7 +115,7 @@ class SamplingCallback:
     def on_groups_finished(self, trainer, groups) -> None:
         results, trained = {}, []
         for group in groups:
-            if group.row is None:  # not one of ours (e.g. dispatched before a restart)
+            if group.row is None or group.held:  # not one of ours, or held back unfinished (no outcome yet)
                 continue
             scores = [
                 response_score(r, e, self.settings.score_key) for r, e in zip(group.rewards, group.reward_extra_info)

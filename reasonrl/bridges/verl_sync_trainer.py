@@ -29,6 +29,7 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
         buffer = super()._build_replay_buffer()
         if hasattr(buffer, "group_listener"):  # reasonrl's ReportingReplayBuffer
             buffer.group_listener = self._groups_finished
+        self.reporting_buffer = buffer if hasattr(buffer, "hold_predicate") else None
         return buffer
 
     def on_init_end(self):
@@ -37,10 +38,29 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
         self.actor_loss = verl_actor_loss.install(self, self.reasonrl_callbacks)  # one loss: verl's + every term
         self.prompt_source = single_prompt_source(self.reasonrl_callbacks)
         self.prompt_rows: dict[str, int] = {}
+        self._wire_carried_groups()
         for _name, callback in self.reasonrl_callbacks:
             if hasattr(callback, "on_init_end"):
                 callback.on_init_end(self)
         self._restore_callback_states()
+
+    def _wire_carried_groups(self) -> None:
+        """Callbacks that hold finished groups back (``holds_group``) and send them out again
+        (``carried_prompts``) need reasonrl's replay buffer and prompt source."""
+        holders = [c for _n, c in self.reasonrl_callbacks if hasattr(c, "holds_group")]
+        carriers = [n for n, c in self.reasonrl_callbacks if hasattr(c, "carried_prompts")]
+        if holders:
+            if self.reporting_buffer is None:
+                raise ValueError(
+                    "trainer.v1.sampler.custom_sampler: a reasonrl callback holds groups back (partial rollout); "
+                    "it needs reasonrl's ReportingReplayBuffer (pkg://reasonrl.bridges.verl_replay_buffer)"
+                )
+            self.reporting_buffer.hold_predicate = lambda fields: any(c.holds_group(self, fields) for c in holders)
+        if carriers and self.prompt_source is None:
+            raise ValueError(
+                f"reasonrl callback(s) {carriers} send held prompt groups out again, which needs reasonrl's prompt "
+                "source (a callback with next_prompts, e.g. +reasonrl/sampling=<option>)"
+            )
 
     # ---------------------------------------------------------------- prompts and outcomes
     def _next_train_batch(self, num_prompts: int | None = None):
@@ -58,8 +78,20 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
         if self.prompt_source is None:
             return super()._next_train_batch(num_prompts)
         count = num_prompts or self.config.data.train_batch_size
-        rows = self.prompt_source.next_prompts(self, count, refill=num_prompts is not None)
+        carried: list[tuple[int, dict]] = []  # held groups go out first (partial rollout)
+        row_fields: set[str] = set()  # on every training batch, so every response has the same fields
+        for _name, callback in self.reasonrl_callbacks:
+            if hasattr(callback, "carried_prompts"):
+                row_fields.update(callback.carried_fields)
+                if len(carried) < count:
+                    carried += callback.carried_prompts(self, count - len(carried), refill=num_prompts is not None)
+        rows = [row for row, _fields in carried]
+        if count > len(carried):
+            rows += list(self.prompt_source.next_prompts(self, count - len(carried), refill=num_prompts is not None))
         batch_dict = collate_fn([self.train_dataset[int(row)] for row in rows])
+        for key in sorted(row_fields):  # per-row fields of the carried groups, "" elsewhere
+            values = [fields.get(key, "") for _row, fields in carried] + [""] * (len(rows) - len(carried))
+            batch_dict[key] = np.array(values, dtype=object)
         uids = [str(uuid.uuid4()) for _ in rows]
         batch_dict["uid"] = np.array(uids, dtype=object)
         self.prompt_rows.update(zip(uids, (int(row) for row in rows)))

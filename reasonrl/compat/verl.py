@@ -52,10 +52,12 @@ REPLAY_BUFFER = declare(
         name="verl.replay-buffer",
         package="verl",
         versions=VERL_0_9,
-        touches="ReplayBuffer._clear_groups/_materialize_batch, .partitions, the '<uid>_<index>' key format, "
-        "the constructor's DAPO arguments (sync_refill_failed_groups left at verl's default)",
-        used_by="ReportingReplayBuffer (finished groups for the sampling plugin)",
-        public_hook="a finished-group callback on verl's ReplayBuffer (groups trained, evicted by DAPO, discarded as surplus)",
+        touches="ReplayBuffer._clear_groups/_materialize_batch/_terminal_eviction_reasons/_evict_terminal_groups/"
+        "_metrics_prefix, .partitions, .finished_keys, the '<uid>_<index>' key format, the constructor's DAPO "
+        "arguments (sync_refill_failed_groups left at verl's default)",
+        used_by="ReportingReplayBuffer (finished groups for the sampling plugin; groups held for partial rollout)",
+        public_hook="a finished-group callback on verl's ReplayBuffer (groups trained, evicted by DAPO, discarded as "
+        "surplus) and a group-eviction predicate (hold a finished group back, refill its slot)",
         needed=_reporting_buffer_selected,
     )
 )
@@ -139,6 +141,13 @@ def replay_buffer_base() -> type:
     return ReplayBuffer
 
 
+def non_tensor_items(value: Any) -> list:
+    """A TransferQueue non-tensor field (a NonTensorStack, or a list of NonTensorData) as plain
+    Python values, one per response."""
+    value = value.tolist() if hasattr(value, "tolist") else list(value)
+    return [getattr(v, "data", v) for v in value]
+
+
 def replay_buffer_uid(key: str) -> str:
     """The prompt group (uid) of a replay-buffer key (verl 0.9.1: ``<uid>_<response index>``)."""
     return key.split("_")[0]
@@ -216,8 +225,11 @@ AGENT_LOOP_STOP_REASON = declare(
         versions=VERL_0_9,
         touches="SingleTurnAgentLoop.run (subclassed) and .server_manager (wrapped per agent-loop instance), "
         "TokenOutput.stop_reason (vLLM's finish reason, e.g. 'repetition') and TokenOutput.extra_fields reaching "
-        "the batch's 'extra_fields', the LLM server building vLLM SamplingParams from the request's sampling_params",
-        used_by="rollout plugin (vLLM repeat detection asked per request; each response's stop reason kept)",
+        "the batch's 'extra_fields', the LLM server building vLLM SamplingParams from the request's sampling_params "
+        "(max_tokens honoured), TokenOutput's constructor, run(**kwargs) receiving session_id and global_steps, "
+        "extra_fields' min/max_global_steps read as verl's version tags",
+        used_by="rollout plugin (vLLM repeat detection asked per request; each response's stop reason kept; "
+        "partial rollout's budgeted, continued requests)",
         public_hook="the engine's stop reason in AgentLoopOutput, and engine-specific sampling parameters "
         "declared in the rollout config",
         needed=_rollout_agent_loop_on,
