@@ -7,7 +7,8 @@ staleness-bounded streaming), Llama-Nemotron §5.2.3 (FP8 generation).
 
 - ``seamless.py``, ``partial.py``, ``staleness.py``, ``repetition.py``: framework-free cores;
 - ``verl_agent_loop.py``: agent loop ``reasonrl_rollout`` (vLLM's repeat detection per request,
-  stop reasons kept); ``verl_callback.py``: the penalty and the rates, a ``reasonrl_sync`` callback;
+  stop reasons kept, partial rollout's budgeted and continued requests); ``verl_callback.py``: the
+  penalty and the rates, the held groups' store, a ``reasonrl_sync`` callback;
 - ``simulator.py`` (policies) / ``sim_model.py`` (engine, records) / ``trace.py``: the schedulers on a
   long-tail trace (``reasonrl bench rollout``).
 """
@@ -36,8 +37,8 @@ def _build_callback(config):
 def reasonrl_plugin_info() -> PluginInfo:
     return PluginInfo(
         name="rollout",
-        summary="rollout: vLLM repeat detection with a reward penalty; FIFO early termination, partial-rollout "
-        "and staleness cores; FP8 generation",
+        summary="rollout: vLLM repeat detection with a reward penalty; partial rollout with a token budget; "
+        "FIFO early termination and staleness cores; FP8 generation",
         reports=("Kimi k1.5 §2.6.2", "MiMo-7B §3.4.1", "LongCat-Flash-Thinking §3.1.1", "Llama-Nemotron §5.2.3"),
     )
 
@@ -80,28 +81,38 @@ def reasonrl_api_functions() -> dict:
 
 
 def check_rollout(config) -> None:
-    """Repeat detection runs in the ``reasonrl_rollout`` agent loop under trainer mode
-    ``reasonrl_sync``; partial rollout and staleness have no verl trainer path yet: refused."""
+    """Repeat detection and partial rollout run in the ``reasonrl_rollout`` agent loop under trainer
+    mode ``reasonrl_sync`` (partial rollout also needs reasonrl's replay buffer, which holds the
+    unfinished groups); staleness has no verl trainer path yet: refused."""
     from reasonrl.plugins.rollout.config import settings_from
 
     settings = settings_from(config)
-    for knob in ("token_budget", "staleness"):
-        if getattr(settings, knob) is not None:
-            raise ConfigError(
-                f"{KEY}.{knob}",
-                "is set, but this reasonrl version has no verl trainer path for it yet (its core and the "
-                "benchmark's simulator exist: plugins/rollout/README.md); leave it null",
-            )
-    if settings.repetition_detection:
+    if settings.staleness is not None:
+        raise ConfigError(
+            f"{KEY}.staleness",
+            "is set, but this reasonrl version has no verl trainer path for it yet (its core and the "
+            "benchmark's simulator exist: plugins/rollout/README.md); leave it null",
+        )
+    partial = settings.token_budget is not None
+    if settings.repetition_detection or partial:
         loop = config_value(config, "actor_rollout_ref.rollout.agent.default_agent_loop")
         if loop != AGENT_LOOP:
             raise ConfigError(
                 "actor_rollout_ref.rollout.agent.default_agent_loop",
-                f"is {loop!r}: repeat detection is asked of vLLM by agent loop {AGENT_LOOP!r} "
-                "(use +reasonrl/rollout=repeat_detection; it cannot combine with another plugin's agent loop yet)",
+                f"is {loop!r}: repeat detection and partial rollout run in agent loop {AGENT_LOOP!r} "
+                "(use +reasonrl/rollout=<option>; it cannot combine with another plugin's agent loop yet)",
             )
-        if settings.repetition_penalty:
-            require_trainer_mode(config, "the repetition penalty (a trainer callback)")
+    if partial:
+        require_trainer_mode(config, "partial rollout (a trainer callback holds and re-sends unfinished groups)")
+        buffer = config_value(config, "trainer.v1.sampler.custom_sampler.name")
+        if buffer != "ReportingReplayBuffer":
+            raise ConfigError(
+                "trainer.v1.sampler.custom_sampler.name",
+                f"is {buffer!r}: partial rollout holds unfinished groups in reasonrl's ReportingReplayBuffer "
+                "(+reasonrl/rollout=partial sets it)",
+            )
+    elif settings.repetition_detection and settings.repetition_penalty:
+        require_trainer_mode(config, "the repetition penalty (a trainer callback)")
     from reasonrl.plugins.rollout.fp8 import check_fp8
 
     check_fp8(config)

@@ -19,6 +19,14 @@ AGENT_LOOP = "reasonrl_rollout"
 STOP_REASON_FIELD = "reasonrl_stop_reason"
 #: vLLM's finish reason for a generation stopped by repetition detection.
 REPETITION = "repetition"
+#: Partial rollout: the per-iteration budget, a batch field on training batches only (validation
+#: requests run unbudgeted).
+BUDGET_FIELD = "reasonrl_token_budget"
+#: Partial rollout: per-row JSON list of a held group's response records (``PartialTrajectory``),
+#: ``""`` on rows of new prompts.
+CARRIED_FIELD = "reasonrl_carried"
+#: Partial rollout: each response's record (segments, versions, unfinished) in its extra fields.
+PARTIAL_FIELD = "reasonrl_partial"
 
 
 @dataclass

@@ -21,12 +21,16 @@ class Segment:
 
 @dataclass
 class PartialTrajectory:
-    """An unfinished response: its prompt, the dataset row it came from and its segments so far."""
+    """One response across iterations: its prompt, the dataset row it came from, its segments so
+    far, whether it still needs more tokens, and its engine log-probs when the run records them."""
 
     key: str
     row: int
     prompt_ids: list[int]
     segments: list[Segment] = field(default_factory=list)
+    unfinished: bool = True
+    logprobs: list[float] | None = None
+    stop_reason: str | None = None  # the engine's, for the last segment (e.g. "repetition")
 
     @property
     def response_ids(self) -> list[int]:
@@ -44,6 +48,33 @@ class PartialTrajectory:
     def extend(self, version: int, token_ids: Iterable[int]) -> None:
         self.segments.append(Segment(int(version), [int(t) for t in token_ids]))
 
+    def to_record(self) -> dict[str, Any]:
+        """JSON-able (a batch field, the TransferQueue's extra fields, the checkpoint)."""
+        return {
+            "key": self.key,
+            "row": self.row,
+            "prompt_ids": list(self.prompt_ids),
+            "versions": [s.version for s in self.segments],
+            "segments": [list(s.token_ids) for s in self.segments],
+            "unfinished": bool(self.unfinished),
+            "logprobs": None if self.logprobs is None else [float(x) for x in self.logprobs],
+            "stop_reason": self.stop_reason,
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> PartialTrajectory:
+        segments = [Segment(int(v), [int(x) for x in ids]) for v, ids in zip(record["versions"], record["segments"])]
+        logprobs = record.get("logprobs")
+        return cls(
+            str(record["key"]),
+            int(record["row"]),
+            [int(x) for x in record["prompt_ids"]],
+            segments,
+            bool(record.get("unfinished", True)),
+            None if logprobs is None else [float(x) for x in logprobs],
+            record.get("stop_reason"),
+        )
+
 
 def is_unfinished(new_tokens: int, token_budget: int, finished_by_engine: bool) -> bool:
     """A segment that used its whole budget without an end (EOS, stop, repetition) continues."""
@@ -60,42 +91,52 @@ def segment_loss_mask(segment_lengths: list[int], earlier_segments_in_loss: bool
     return mask
 
 
+@dataclass
+class HeldGroup:
+    """A prompt's group of responses held back from training because at least one is unfinished;
+    the whole group goes out again next iteration (finished responses as they are, unfinished ones
+    continued), so its rewards and advantages are computed over complete responses only."""
+
+    key: str
+    row: int
+    responses: list[PartialTrajectory]
+
+    @property
+    def unfinished(self) -> int:
+        return sum(r.unfinished for r in self.responses)
+
+
 class PartialRolloutStore:
-    """Unfinished trajectories waiting for their next iteration, oldest first."""
+    """Held groups waiting for their next iteration, oldest first (checkpointed with the run)."""
 
     def __init__(self) -> None:
-        self._waiting: dict[str, PartialTrajectory] = {}
+        self._waiting: dict[str, HeldGroup] = {}
 
     def __len__(self) -> int:
         return len(self._waiting)
 
-    def put(self, trajectory: PartialTrajectory) -> None:
-        self._waiting.pop(trajectory.key, None)
-        self._waiting[trajectory.key] = trajectory  # re-inserted: goes to the back of the queue
+    def put(self, group: HeldGroup) -> None:
+        self._waiting.pop(group.key, None)
+        self._waiting[group.key] = group  # re-inserted: goes to the back of the queue
 
-    def take(self, count: int) -> list[PartialTrajectory]:
-        """The ``count`` longest-waiting trajectories, removed from the store."""
+    def take(self, count: int) -> list[HeldGroup]:
+        """The ``count`` longest-waiting groups, removed from the store."""
         keys = list(self._waiting)[: max(0, int(count))]
         return [self._waiting.pop(key) for key in keys]
 
+    def unfinished_responses(self) -> int:
+        return sum(group.unfinished for group in self._waiting.values())
+
     def state_dict(self) -> dict[str, Any]:
         return {
-            "trajectories": [
-                {
-                    "key": t.key,
-                    "row": t.row,
-                    "prompt_ids": list(t.prompt_ids),
-                    "versions": [s.version for s in t.segments],
-                    "segments": [list(s.token_ids) for s in t.segments],
-                }
-                for t in self._waiting.values()
+            "groups": [
+                {"key": g.key, "row": g.row, "responses": [r.to_record() for r in g.responses]}
+                for g in self._waiting.values()
             ]
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._waiting = {}
-        for item in state.get("trajectories", []):
-            segments = [Segment(int(v), [int(x) for x in ids]) for v, ids in zip(item["versions"], item["segments"])]
-            self.put(
-                PartialTrajectory(str(item["key"]), int(item["row"]), [int(x) for x in item["prompt_ids"]], segments)
-            )
+        for item in state.get("groups", []):
+            responses = [PartialTrajectory.from_record(record) for record in item["responses"]]
+            self.put(HeldGroup(str(item["key"]), int(item["row"]), responses))

@@ -1,88 +1,185 @@
 """verl adapter: the rollout plugin's callback of trainer mode ``reasonrl_sync``.
 
-``before_advantage``: reads each response's stop reason (``extra_fields[STOP_REASON_FIELD]``, put
-there by agent loop ``reasonrl_rollout``), subtracts ``repetition_penalty`` from the reward of every
-response vLLM stopped for repetition (at the token that carries the score, as verl's reward does)
-and logs ``reasonrl/rollout/repetition_stops``, ``.../repetition_rate`` and
-``.../repetition_tokens`` (tokens the stopped responses hold: what they cost before the stop) and
-``.../penalised_reward_drop`` (the step's total reward before minus after, read back from verl's
-TransferQueue).
+Repeat detection (``before_advantage``): reads each response's stop reason
+(``extra_fields[STOP_REASON_FIELD]``, put there by agent loop ``reasonrl_rollout``), subtracts
+``repetition_penalty`` from the reward of every response vLLM stopped for repetition (at the token
+that carries the score, as verl's reward does) and logs ``reasonrl/rollout/repetition_stops``,
+``.../repetition_rate``, ``.../repetition_tokens`` (tokens the stopped responses hold: what they
+cost before the stop) and ``.../penalised_reward_drop`` (the step's total reward before minus
+after, read back from verl's TransferQueue).
+
+Partial rollout (Kimi k1.5 §2.6.2; ``PartialRolloutCallback``): every training batch carries the
+token budget; a finished group with an unfinished response is held back (``holds_group``: verl
+refills its slot) into the checkpointed ``PartialRolloutStore``; held groups go out first in the
+next batch (``carried_prompts``), where the agent loop continues them under the newer policy
+(refills within a step take held groups only beyond ``train_batch_size`` waiting ones).
+Logs ``reasonrl/rollout/partial_{held_groups,carried_groups,waiting_groups,continued_responses,
+segments_max,earlier_tokens_masked}``.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from reasonrl.plugins.rollout.config import REPETITION, STOP_REASON_FIELD, RolloutConfig
+from reasonrl.compat.verl import non_tensor_items
+from reasonrl.plugins.rollout.config import (
+    BUDGET_FIELD,
+    CARRIED_FIELD,
+    PARTIAL_FIELD,
+    REPETITION,
+    STOP_REASON_FIELD,
+    RolloutConfig,
+)
+from reasonrl.plugins.rollout.partial import HeldGroup, PartialRolloutStore, PartialTrajectory
 from reasonrl.plugins.rollout.repetition import penalised
 
 FETCHED = ["rm_scores", "response_mask", "extra_fields"]
-
-
-def _items(value) -> list:
-    value = value.tolist() if hasattr(value, "tolist") else list(value)
-    return [getattr(v, "data", v) for v in value]
 
 
 def stop_reasons(extra_fields: list) -> list[str | None]:
     return [(e or {}).get(STOP_REASON_FIELD) if isinstance(e, dict) else None for e in extra_fields]
 
 
-def apply_repetition_penalty(fields, penalty: float):
-    """``fields``: the step's FETCHED TensorDict (jagged per response). Returns (rm_scores to
-    write back or None when nothing changed, metrics)."""
-    import torch
-
-    reasons = stop_reasons(_items(fields["extra_fields"]))
+def repetition_metrics(reasons: list, masks: list) -> dict[str, float]:
     stopped = [reason == REPETITION for reason in reasons]
-    masks = list(fields["response_mask"].unbind())
-    metrics = {
+    return {
         "reasonrl/rollout/repetition_stops": float(sum(stopped)),
         "reasonrl/rollout/repetition_rate": sum(stopped) / max(1, len(stopped)),
         "reasonrl/rollout/repetition_tokens": float(sum(int(m.sum()) for m, s in zip(masks, stopped) if s)),
         "reasonrl/rollout/stop_reason_known": float(sum(r is not None for r in reasons)),
         "reasonrl/rollout/responses": float(len(reasons)),
     }
-    if penalty == 0 or not any(stopped):
-        return None, metrics
-    scores = [t.clone() for t in fields["rm_scores"].unbind()]
+
+
+def penalised_scores(rm_scores: list, masks: list, stopped: list[bool], penalty: float) -> list:
+    """Each stopped response's score tensor with the penalty taken at its last counted token."""
+    import torch
+
+    scores = [t.clone() for t in rm_scores]
     totals = [float(t.sum()) for t in scores]
     for i, (before, after) in enumerate(zip(totals, penalised(totals, stopped, penalty))):
         if after != before:
             nonzero = torch.nonzero(masks[i])
             last = int(nonzero.max()) if len(nonzero) else scores[i].numel() - 1
             scores[i][last] += after - before
-    return torch.nested.as_nested_tensor(scores, layout=torch.jagged), metrics
+    return scores
 
 
 class RolloutCallback:
+    """Repeat detection's penalty and rates."""
+
     def __init__(self, settings: RolloutConfig) -> None:
         self.settings = settings
 
     def before_advantage(self, trainer, batch, metrics: dict) -> None:
+        if self.settings.repetition_detection:
+            metrics.update(self._repetition_step(batch))
+
+    def _repetition_step(self, batch) -> dict[str, float]:
+        import torch
         import transfer_queue as tq
         from tensordict import TensorDict
 
         fields = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=FETCHED)
-        scores, step_metrics = apply_repetition_penalty(fields, self.settings.repetition_penalty)
+        reasons = stop_reasons(non_tensor_items(fields["extra_fields"]))
+        masks = list(fields["response_mask"].unbind())
+        step_metrics = repetition_metrics(reasons, masks)
+        stopped = [reason == REPETITION for reason in reasons]
         drop = 0.0
-        if scores is not None:
-            out = TensorDict({"rm_scores": scores}, batch_size=len(batch.keys))
+        if self.settings.repetition_penalty and any(stopped):
+            before = list(fields["rm_scores"].unbind())
+            scores = penalised_scores(before, masks, stopped, self.settings.repetition_penalty)
+            out = TensorDict(
+                {"rm_scores": torch.nested.as_nested_tensor(scores, layout=torch.jagged)}, batch_size=len(batch.keys)
+            )
             tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=out)
             # read back what verl's advantage will see: the total reward the penalty removed
             after = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["rm_scores"])
-            drop = float(sum(float(t.sum()) for t in fields["rm_scores"].unbind())) - float(
-                sum(float(t.sum()) for t in after["rm_scores"].unbind())
-            )
+            drop = sum(float(t.sum()) for t in before) - sum(float(t.sum()) for t in after["rm_scores"].unbind())
         step_metrics["reasonrl/rollout/penalised_reward_drop"] = drop
-        metrics.update(step_metrics)
+        return step_metrics
+
+
+def response_records(group) -> list[dict]:
+    """A finished group's partial-rollout records, in session order."""
+    records = [fields.get(PARTIAL_FIELD) for fields in group.extra_fields]
+    records = [r for r in records if r]
+    return sorted(records, key=lambda r: int(str(r["key"]).rsplit("/", 1)[-1]))
+
+
+class PartialRolloutCallback(RolloutCallback):
+    """Partial rollout with a per-iteration token budget (Kimi k1.5 §2.6.2), plus repeat detection."""
+
+    carried_fields = (CARRIED_FIELD,)
+
+    def __init__(self, settings: RolloutConfig) -> None:
+        super().__init__(settings)
+        self.store = PartialRolloutStore()
+        self._step = self._fresh_counts()
+
+    @staticmethod
+    def _fresh_counts() -> dict[str, float]:
+        names = ("held_groups", "carried_groups", "continued_responses", "segments_max", "earlier_tokens_masked")
+        return {f"reasonrl/rollout/partial_{name}": 0.0 for name in names}
+
+    def batch_fields(self, trainer) -> dict[str, int]:
+        return {BUDGET_FIELD: int(self.settings.token_budget)}
+
+    def holds_group(self, trainer, extra_fields: list[dict]) -> bool:
+        return any((fields.get(PARTIAL_FIELD) or {}).get("unfinished") for fields in extra_fields)
+
+    def carried_prompts(self, trainer, count: int, refill: bool) -> list[tuple[int, dict]]:
+        """Held groups go out first at the start of an iteration (Kimi: "continued in a later
+        iteration"). A refill within an iteration draws new prompts while at most
+        ``train_batch_size`` groups wait, and takes the oldest held groups beyond that: the store
+        stays bounded and an iteration ends even when nearly every response outruns the budget."""
+        if refill:
+            count = min(count, max(0, len(self.store) - int(trainer.config.data.train_batch_size)))
+        groups = self.store.take(count)
+        self._step["reasonrl/rollout/partial_carried_groups"] += len(groups)
+        return [(g.row, {CARRIED_FIELD: json.dumps([r.to_record() for r in g.responses])}) for g in groups]
+
+    def on_groups_finished(self, trainer, groups) -> None:
+        step = self._step
+        for group in groups:
+            records = response_records(group)
+            if group.held:
+                if group.row is None:
+                    raise RuntimeError(f"held group {group.uid} has no dataset row: it cannot be sent out again")
+                responses = [PartialTrajectory.from_record({**r, "row": group.row}) for r in records]
+                self.store.put(HeldGroup(group.uid, int(group.row), responses))
+                step["reasonrl/rollout/partial_held_groups"] += 1
+            elif group.trained:
+                for record in records:
+                    segments = len(record["segments"])
+                    step["reasonrl/rollout/partial_continued_responses"] += segments > 1
+                    step["reasonrl/rollout/partial_segments_max"] = max(
+                        step["reasonrl/rollout/partial_segments_max"], segments
+                    )
+                    if not self.settings.earlier_segments_in_loss:
+                        step["reasonrl/rollout/partial_earlier_tokens_masked"] += sum(map(len, record["segments"][:-1]))
+
+    def before_advantage(self, trainer, batch, metrics: dict) -> None:
+        super().before_advantage(trainer, batch, metrics)
+        metrics.update(self._step)
+        metrics["reasonrl/rollout/partial_waiting_groups"] = float(len(self.store))
+        self._step = self._fresh_counts()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"store": json.dumps(self.store.state_dict(), sort_keys=True)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.store.load_state_dict(json.loads(state["store"]))
 
 
 def build(config: Any) -> RolloutCallback | None:
-    """The callback when repeat detection is on."""
+    """The callback when repeat detection or partial rollout is on."""
     from reasonrl.plugins.rollout.config import settings_from
 
     settings = settings_from(config)
-    if not settings.repetition_detection:
-        return None
-    return RolloutCallback(settings)
+    if settings.token_budget is not None:
+        return PartialRolloutCallback(settings)
+    if settings.repetition_detection:
+        return RolloutCallback(settings)
+    return None

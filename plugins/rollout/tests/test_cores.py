@@ -10,7 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reasonrl.plugins.rollout.partial import PartialRolloutStore, PartialTrajectory, is_unfinished, segment_loss_mask
+from reasonrl.plugins.rollout.partial import (
+    HeldGroup,
+    PartialRolloutStore,
+    PartialTrajectory,
+    is_unfinished,
+    segment_loss_mask,
+)
 from reasonrl.plugins.rollout.repetition import first_repetition_stop, penalised, repeated_tail
 from reasonrl.plugins.rollout.seamless import (
     fifo_early_termination,
@@ -176,16 +182,24 @@ def test_segment_loss_mask_excludes_earlier_segments():
 def test_partial_store_is_fifo_and_survives_a_state_round_trip():
     store = PartialRolloutStore()
     for i in range(4):
-        t = PartialTrajectory(f"k{i}", i, [100 + i])
-        t.extend(i, [i, i + 1])
-        store.put(t)
+        responses = []
+        for session in range(2):
+            t = PartialTrajectory(f"g{i}/{session}", i, [100 + i], unfinished=session == 0)
+            t.extend(i, [i, i + 1])
+            t.logprobs = None if i % 2 else [-0.5, -1.0]
+            responses.append(t)
+        store.put(HeldGroup(f"g{i}", i, responses))
+    assert store.unfinished_responses() == 4
     state = store.state_dict()
     restored = PartialRolloutStore()
     restored.load_state_dict(state)
     assert digest(restored.state_dict()) == digest(state)
-    assert [t.key for t in restored.take(2)] == ["k0", "k1"]
-    assert len(restored) == 2 and len(store) == 4
-    assert [t.row for t in store.take(10)] == [0, 1, 2, 3]
+    first = restored.take(2)
+    assert [g.key for g in first] == ["g0", "g1"]
+    assert [r.to_record() for r in first[0].responses] == [r.to_record() for r in store.take(1)[0].responses]
+    assert first[0].responses[0].unfinished and not first[0].responses[1].unfinished
+    assert len(restored) == 2 and len(store) == 3
+    assert [g.row for g in store.take(10)] == [1, 2, 3]
 
 
 # --- staleness ---------------------------------------------------------------------------------

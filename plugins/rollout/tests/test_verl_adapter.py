@@ -3,6 +3,7 @@ vLLM sampling parameter, the penalty on verl's TransferQueue field layout, start
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from reasonrl.config import ConfigError
-from reasonrl.plugins.rollout.config import STOP_REASON_FIELD, RolloutConfig
+from reasonrl.plugins.rollout.config import CARRIED_FIELD, STOP_REASON_FIELD, RolloutConfig
 
 
 def test_agent_loops_register_when_an_adapter_is_imported_first():
@@ -56,17 +57,19 @@ def _fields(reasons, scores, lengths):
 
 
 def test_penalty_lands_on_the_scored_token_of_stopped_responses_only():
-    from reasonrl.plugins.rollout.verl_callback import apply_repetition_penalty
+    from reasonrl.compat.verl import non_tensor_items
+    from reasonrl.plugins.rollout.verl_callback import penalised_scores, repetition_metrics, stop_reasons
 
     fields = _fields(["completed", "repetition", "repetition"], [1.0, 0.0, 1.0], [3, 5, 2])
-    scores, metrics = apply_repetition_penalty(fields, 0.5)
-    rows = list(scores.unbind())
+    reasons = stop_reasons(non_tensor_items(fields["extra_fields"]))
+    masks = list(fields["response_mask"].unbind())
+    stopped = [r == "repetition" for r in reasons]
+    rows = penalised_scores(list(fields["rm_scores"].unbind()), masks, stopped, 0.5)
     assert [float(r.sum()) for r in rows] == [1.0, -0.5, 0.5]
     assert float(rows[1][4]) == -0.5 and float(rows[2][1]) == 0.5, "at the last response token"
+    metrics = repetition_metrics(reasons, masks)
     assert metrics["reasonrl/rollout/repetition_stops"] == 2 and metrics["reasonrl/rollout/repetition_tokens"] == 7
     assert metrics["reasonrl/rollout/stop_reason_known"] == 3
-    unchanged, _ = apply_repetition_penalty(fields, 0.0)
-    assert unchanged is None, "no penalty: nothing written back"
 
 
 def test_start_up_refuses_bad_values_naming_the_key():
@@ -77,10 +80,17 @@ def test_start_up_refuses_bad_values_naming_the_key():
     for override, key in (
         ("+reasonrl.rollout.token_budget=0", "reasonrl.rollout.token_budget"),
         ("+reasonrl.rollout.staleness=-1", "reasonrl.rollout.staleness"),
-        ("+reasonrl.rollout.token_budget=512", "reasonrl.rollout.token_budget"),  # no trainer path yet
+        ("+reasonrl.rollout.staleness=2", "reasonrl.rollout.staleness"),  # no trainer path yet
+        # partial rollout without the agent loop that budgets and continues requests
+        ("+reasonrl.rollout.token_budget=512", "actor_rollout_ref.rollout.agent.default_agent_loop"),
+        # ... or without the replay buffer that holds unfinished groups
+        (
+            "+reasonrl/rollout=partial trainer.v1.sampler.custom_sampler.name=null",
+            "trainer.v1.sampler.custom_sampler.name",
+        ),
     ):
         with pytest.raises(ConfigError) as error:
-            check_rollout(compose_config([*base, override]))
+            check_rollout(compose_config([*base, *override.split()]))
         assert error.value.key == key
     with pytest.raises(ConfigError) as error:  # repeat detection without the agent loop that asks vLLM for it
         check_rollout(compose_config([*base, "+reasonrl.rollout.repetition_max_pattern=8"]))
@@ -90,4 +100,96 @@ def test_start_up_refuses_bad_values_naming_the_key():
             compose_config([*base, "+reasonrl/rollout=repeat_detection", "reasonrl.rollout.repetition_min_pattern=65"])
         )
     assert error.value.key == "reasonrl.rollout.repetition_min_pattern"
-    check_rollout(compose_config([*base, "+reasonrl/rollout=repeat_detection"]))  # the option itself is valid
+    check_rollout(compose_config([*base, "+reasonrl/rollout=repeat_detection"]))  # the options themselves are valid
+    check_rollout(compose_config([*base, "+reasonrl/rollout=[repeat_detection,partial]"]))
+
+
+class _FakeEngine:
+    """Stands in for verl's LLM client in the wrapper test only: returns scripted token ids and
+    records each request (the real engine is exercised by the kimi CPU run and
+    integration_tests/test_rollout_vllm.py)."""
+
+    def __init__(self, replies):
+        self.replies, self.requests = list(replies), []
+
+    async def generate(self, *, request_id, prompt_ids, sampling_params, **kwargs):
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.requests.append((list(prompt_ids), dict(sampling_params)))
+        return TokenOutput(token_ids=self.replies.pop(0), stop_reason="completed")
+
+
+def test_budgeted_requests_continue_from_the_tokens_so_far_and_flag_unfinished_ones():
+    import asyncio
+
+    from reasonrl.plugins.rollout.verl_agent_loop import _BudgetedRequest, _StopReasonRecorder
+
+    eos = 2
+    engine = _FakeEngine([[5, 6, 7], [8, eos], [9, 9, 9]])
+    recorder = _StopReasonRecorder(engine)
+
+    def ask(prior, version, length=32):
+        recorder.request = _BudgetedRequest(3, version, length, {eos}, prior)
+        out = asyncio.run(recorder.generate(request_id="r", prompt_ids=[100, 101], sampling_params={"temperature": 1}))
+        return out, recorder.request.record
+
+    out, record = ask(None, version=1)  # a new prompt: budget 3, all used, no EOS -> unfinished
+    assert engine.requests[-1] == ([100, 101], {"temperature": 1, "max_tokens": 3})
+    assert out.token_ids == [5, 6, 7] and record.unfinished and [s.version for s in record.segments] == [1]
+    out, record = ask(record.to_record(), version=2)  # continued under the newer policy
+    assert engine.requests[-1][0] == [100, 101, 5, 6, 7], "prompt + tokens so far"
+    assert out.token_ids == [5, 6, 7, 8, eos] and not record.unfinished
+    assert [(s.version, len(s.token_ids)) for s in record.segments] == [(1, 3), (2, 2)]
+    calls = len(engine.requests)
+    out, again = ask(record.to_record(), version=3)  # finished earlier: returned as it was
+    assert len(engine.requests) == calls and out.token_ids == [5, 6, 7, 8, eos] and again.segments == record.segments
+    out, record = ask(None, version=1, length=3)  # the response length ends it, not the budget
+    assert out.token_ids == [9, 9, 9] and not record.unfinished
+
+
+def test_held_groups_wait_for_the_next_iteration_and_refills_take_them_only_beyond_a_batch():
+    from types import SimpleNamespace
+
+    from reasonrl.bridges.verl_replay_buffer import FinishedGroup
+    from reasonrl.plugins.rollout.config import PARTIAL_FIELD
+    from reasonrl.plugins.rollout.partial import PartialTrajectory
+    from reasonrl.plugins.rollout.verl_callback import PartialRolloutCallback
+
+    callback = PartialRolloutCallback(RolloutConfig(token_budget=4))
+    trainer = SimpleNamespace(config=SimpleNamespace(data=SimpleNamespace(train_batch_size=2)))
+
+    def group(uid, row, unfinished_sessions, sessions=12):
+        fields = []
+        for session in range(sessions):
+            t = PartialTrajectory(f"{uid}/{session}", -1, [1], unfinished=session in unfinished_sessions)
+            t.extend(1, [session, session])
+            fields.append({PARTIAL_FIELD: t.to_record()})
+        fields.reverse()  # verl's key order is not session order ("_10" sorts before "_2")
+        held = callback.holds_group(trainer, fields)
+        return FinishedGroup(uid, [0.0] * sessions, [{}] * sessions, trained=not held, held=held, extra_fields=fields)
+
+    finished = [group(f"u{i}", 10 + i, {1} if i < 3 else set()) for i in range(4)]
+    for g in finished:
+        g.row = 10 + int(g.uid[1:])
+    assert [g.held for g in finished] == [True, True, True, False]
+    callback.on_groups_finished(trainer, finished)
+    assert len(callback.store) == 3
+    # a refill within the iteration takes held groups only beyond train_batch_size (2) waiting ones
+    (refilled,) = callback.carried_prompts(trainer, 5, refill=True)
+    assert refilled[0] == 10 and len(callback.store) == 2
+    assert callback.carried_prompts(trainer, 5, refill=True) == []
+    state = callback.state_dict()  # what the checkpoint holds
+    # the next iteration sends them out first, every response in session order
+    carried = callback.carried_prompts(trainer, 5, refill=False)
+    assert [row for row, _ in carried] == [11, 12] and len(callback.store) == 0
+    records = json.loads(carried[0][1][CARRIED_FIELD])
+    assert [r["key"] for r in records] == [f"u1/{i}" for i in range(12)]
+    assert [r["unfinished"] for r in records] == [i == 1 for i in range(12)]
+    restored = PartialRolloutCallback(RolloutConfig(token_budget=4))
+    restored.load_state_dict(state)
+    assert [row for row, _ in restored.carried_prompts(trainer, 5, refill=False)] == [11, 12]
+    metrics = {}
+    callback.before_advantage(trainer, None, metrics)
+    assert metrics["reasonrl/rollout/partial_held_groups"] == 3
+    assert metrics["reasonrl/rollout/partial_carried_groups"] == 3
+    assert metrics["reasonrl/rollout/partial_waiting_groups"] == 0
