@@ -12,6 +12,7 @@ Ray or vLLM process behind; every recipe runs the preset.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -40,41 +41,7 @@ pytestmark = pytest.mark.integration
 RECIPES = ["mimo", "kimi_k15", "longcat", "nemotron"]
 
 
-def test_main_job_runs_three_steps_checkpoints_and_plots(tmp_path, run_tag):
-    run_dir, log = tmp_path / "run", tmp_path / "train.log"
-    result = run_to_end(train_args("mimo", run_dir, "trainer.total_training_steps=3"), run_tag, log)
-    assert result.returncode == 0, tail(log)
-    (steps,) = launch_metrics(run_dir)
-    assert_steps_trained(steps, range(1, 4), log)
-    assert any(key.startswith("val-core/") for key in steps.get(0, {})), "validation before training is logged"
-    # the rewards plugin's per-step counters (group step of trainer mode reasonrl_sync)
-    assert all(
-        steps[s]["reward/math_timeouts"] == 0.0 and steps[s]["reward/judge_errors"] == 0.0 for s in range(1, 4)
-    ), sorted(steps[1])
-    # MiMo's own rewards: Math-Verify on the sums, the sandboxed judge on the code problems, each
-    # code verdict scored by its test-difficulty calibration (MiMo §3.3.1)
-    for s in range(1, 4):
-        assert steps[s]["reward/math_graded"] > 0 and steps[s]["reward/code_judged"] > 0, sorted(steps[s])
-        assert steps[s]["reward/code_calibrated"] == steps[s]["reward/code_judged"]
-    assert (run_dir / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
-    assert (run_dir / "global_step_3" / "actor").is_dir()
-    text = log.read_text()
-    assert "[reasonrl] step 3/3" in text and "[reasonrl] finished" in text, (
-        "progress lines and the final summary are printed"
-    )
-    # Ray stops its workers asynchronously once the driver has shut it down: allow it seconds
-    deadline = time.monotonic() + 30
-    while processes_with_tag(run_tag) and time.monotonic() < deadline:
-        time.sleep(1)
-    assert not processes_with_tag(run_tag), "a finished run leaves no process behind:\n" + "\n".join(
-        processes_with_tag(run_tag)
-    )
-    plot = subprocess.run([*reasonrl_command(), "plot", str(run_dir)], capture_output=True, text=True, timeout=120)
-    assert plot.returncode == 0, plot.stderr
-    assert Path(plot.stdout.strip()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def kimi_k15_techniques(steps: dict) -> None:
+def kimi_k15_techniques(steps: dict, run_dir: Path) -> None:
     step = steps[1]
     assert "actor/kimi/tau" in step  # Kimi's mirror-descent loss ran in the actor workers
     # §2.3.3's length reward: in every group with more than one length, at least its longest
@@ -93,9 +60,38 @@ def kimi_k15_techniques(steps: dict) -> None:
     assert step["reasonrl/rollout/penalised_reward_drop"] == pytest.approx(
         0.5 * step["reasonrl/rollout/repetition_stops"]
     )
+    assert_partial_rollout(steps, run_dir)
 
 
-def nemotron_techniques(steps: dict) -> None:
+KIMI_TOKEN_BUDGET = 3
+
+
+def assert_partial_rollout(steps: dict, run_dir: Path) -> None:
+    """Kimi §2.6.2: groups with a response that used its whole budget were held (their slots
+    refilled) and went out again, continued from their tokens so far: trained responses of two or
+    more segments, whose earlier segments were left out of the loss; what was still waiting at a
+    checkpoint is in its state and went out first in the next step."""
+    held = sum(steps[s]["reasonrl/rollout/partial_held_groups"] for s in (1, 2))
+    assert held > 0, sorted(steps[1])
+    continued = [s for s in (1, 2) if steps[s]["reasonrl/rollout/partial_continued_responses"] > 0]
+    assert continued, [(s, steps[s]["reasonrl/rollout/partial_continued_responses"]) for s in (1, 2)]
+    assert 2 in continued, "the groups held at step 1 were trained at step 2"
+    for s in continued:
+        assert steps[s]["reasonrl/rollout/partial_segments_max"] >= 2
+        assert steps[s]["reasonrl/rollout/partial_earlier_tokens_masked"] >= KIMI_TOKEN_BUDGET
+    # no response exceeded the budget in one segment: response length <= budget × segments
+    assert steps[1]["response_length/max"] <= KIMI_TOKEN_BUDGET * steps[1]["reasonrl/rollout/partial_segments_max"]
+    saved = load_state(run_dir / "global_step_1" / "reasonrl" / "rollout.npz")
+    waiting = json.loads(saved["store"])["groups"]
+    # held groups beyond the refills that took them wait for step 2, in the checkpoint
+    assert 0 < len(waiting) == steps[1]["reasonrl/rollout/partial_waiting_groups"]
+    assert steps[2]["reasonrl/rollout/partial_carried_groups"] >= min(len(waiting), 16), "sent out first at step 2"
+    for group in waiting:  # each waiting group keeps every response, the unfinished ones' tokens so far
+        assert len(group["responses"]) == 4 and any(r["unfinished"] for r in group["responses"])
+        assert all(sum(map(len, r["segments"])) >= 1 for r in group["responses"])
+
+
+def nemotron_techniques(steps: dict, run_dir: Path) -> None:
     """nemotron has no group step: verl logs the reward manager's per-sample fields in
     validation, per data source (``val-aux/<source>/<field>/mean@1``)."""
     before = steps[0]
@@ -122,6 +118,8 @@ RECIPE_REWARD_RANGE = {"kimi_k15": (-1.0, 1.5), "nemotron": (0.0, 2.0)}
 #: mimo: the three-step test above; longcat: its ε_pos_high schedule + masking run
 #: (test_objectives_verl.py).
 RECIPE_TECHNIQUES = {"kimi_k15": kimi_k15_techniques, "nemotron": nemotron_techniques}
+#: Steps per recipe run (kimi: a second step sends the held partial-rollout groups out again).
+RECIPE_STEPS = {"kimi_k15": 2}
 #: Kimi's length penalty from step 1 (its warm-up is 20 steps): the group step of trainer mode
 #: reasonrl_sync then reads and writes verl's TransferQueue fields in this one-step run.
 RECIPE_OVERRIDES = {
@@ -133,9 +131,12 @@ RECIPE_OVERRIDES = {
         "actor_rollout_ref.rollout.temperature=2.0",
         # Kimi's repeat detection, tightened so the smoke answers trip it: the tokenizer spells
         # numbers digit by digit, and a doubled token ("11", "00") is a period-1 pattern twice
-        "+reasonrl/rollout=repeat_detection",
+        "+reasonrl/rollout=[repeat_detection,partial]",
         "reasonrl.rollout.repetition_max_pattern=1",
         "reasonrl.rollout.repetition_min_count=2",
+        # Kimi's partial rollout at CPU size: a 3-token budget per iteration, so answers of 4+
+        # tokens (most sums with their end token) need a second segment
+        f"reasonrl.rollout.token_budget={KIMI_TOKEN_BUDGET}",
     ],
     # validation before the step: where verl logs the reward fields of a run without reasonrl_sync
     "nemotron": ["trainer.val_before_train=true"],
@@ -145,12 +146,13 @@ RECIPE_OVERRIDES = {
 @pytest.mark.parametrize("recipe", sorted(RECIPE_TECHNIQUES))
 def test_every_recipe_trains_one_step_on_the_cpu_preset(tmp_path, run_tag, recipe):
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
-    overrides = ["trainer.total_training_steps=1", "trainer.test_freq=-1", *RECIPE_OVERRIDES[recipe]]
+    total = RECIPE_STEPS.get(recipe, 1)
+    overrides = [f"trainer.total_training_steps={total}", "trainer.test_freq=-1", *RECIPE_OVERRIDES[recipe]]
     result = run_to_end(train_args(recipe, run_dir, *overrides), run_tag, log)
     assert result.returncode == 0, tail(log)
     (steps,) = launch_metrics(run_dir)
-    assert_steps_trained(steps, range(1, 2), log, RECIPE_REWARD_RANGE[recipe])
-    RECIPE_TECHNIQUES[recipe](steps)
+    assert_steps_trained(steps, range(1, total + 1), log, RECIPE_REWARD_RANGE[recipe])
+    RECIPE_TECHNIQUES[recipe](steps, run_dir)
 
 
 def wait_for_checkpoint(run_dir: Path, process: subprocess.Popen, log: Path, timeout: float = LAUNCH_TIMEOUT) -> int:
@@ -171,7 +173,6 @@ def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag)
         "mimo",
         run_dir,
         f"trainer.total_training_steps={total}",
-        "trainer.val_before_train=false",
         "trainer.test_freq=-1",
         # LongCat §3.4.1's length curriculum at CPU size: a 4-token cap fits a 3-digit sum and its
         # end token, so the trained groups' 90th-percentile length (4) reaches 0.9 × 4 and the
@@ -223,7 +224,39 @@ def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag)
     assert digest(load_state(path)) == restored_digest
     assert resumed[saved + 1]["reasonrl/sampling/drawn"] >= 16, "the restored sampler drives the next step"
     assert (run_dir / "latest_checkpointed_iteration.txt").read_text().strip() == str(total)
-    assert_length_curriculum({**first_launch, **resumed}, resume_log)
+    assert (run_dir / f"global_step_{total}" / "actor").is_dir()
+    # per step, both launches' records (the resumed launch validates at the saved step first)
+    both = {s: {**first_launch.get(s, {}), **resumed.get(s, {})} for s in {*first_launch, *resumed}}
+    assert_length_curriculum(both, resume_log)
+    assert_mimo_rewards_progress_and_plot(first_launch, resumed, run_dir, resume_log, run_tag)
+
+
+def assert_mimo_rewards_progress_and_plot(first_launch, resumed, run_dir, resume_log, run_tag) -> None:
+    """The main job's own checks, on the launch that ran to the end (one launch serves both:
+    CI time): validation before training, the reward counters per step, the progress lines, no
+    process left after a finished run, and the plot."""
+    assert any(key.startswith("val-core/") for key in first_launch.get(0, {})), "validation before training"
+    # the rewards plugin's per-step counters (group step of trainer mode reasonrl_sync): Math-Verify
+    # graded the sums every step; the code problems' programs, cut by the length curriculum's
+    # 4- and 8-token limits, end in groups DAPO drops (the judge's verdicts inside
+    # `reasonrl train`: test_mtp_main_job.py's mimo step)
+    for step in training_steps(resumed):
+        metrics = resumed[step]
+        assert metrics["reward/math_timeouts"] == 0.0 and metrics["reward/judge_errors"] == 0.0, sorted(metrics)
+        assert metrics["reward/math_graded"] > 0, sorted(metrics)
+        assert metrics["reward/code_calibrated"] == metrics["reward/code_judged"]
+    text = resume_log.read_text()
+    assert "[reasonrl] step 6/6" in text and "[reasonrl] finished" in text, "progress lines and the summary"
+    # Ray stops its workers asynchronously once the driver has shut it down: allow it seconds
+    deadline = time.monotonic() + 30
+    while processes_with_tag(run_tag) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not processes_with_tag(run_tag), "a finished run leaves no process behind:\n" + "\n".join(
+        processes_with_tag(run_tag)
+    )
+    plot = subprocess.run([*reasonrl_command(), "plot", str(run_dir)], capture_output=True, text=True, timeout=120)
+    assert plot.returncode == 0, plot.stderr
+    assert Path(plot.stdout.strip()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 LENGTH_STAGES = (4, 8, 32)

@@ -94,6 +94,12 @@ def test_one_main_job_step_with_frozen_mtp_layers_drafting_in_rollout(tmp_path, 
     assert result.returncode == 0, tail(log)
     (steps,) = launch_metrics(run_dir)
     assert_steps_trained(steps, range(1, 2), log)
+    # MiMo's own rewards inside `reasonrl train`: Math-Verify on the sums, the sandboxed judge on
+    # the code problems, each verdict scored by its test-difficulty calibration (MiMo §3.3.1)
+    step = steps[1]
+    assert step["reward/math_timeouts"] == 0.0 and step["reward/judge_errors"] == 0.0, sorted(step)
+    assert step["reward/math_graded"] > 0 and step["reward/code_judged"] > 0, sorted(step)
+    assert step["reward/code_calibrated"] == step["reward/code_judged"]
     text = log.read_text(errors="replace")
     assert "speculative_config=SpeculativeConfig(method='mtp'" in text and "num_spec_tokens=1" in text, tail(log)
     assert "reasonrl MiMoMultiLayerMTP: drafting with 1 MTP layer(s)" in text, tail(log)

@@ -43,11 +43,22 @@ def checkpoints(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def runs(checkpoints):
+def engine_runs(checkpoints):
+    """{(k, temperature): run}: one engine per k (k = 0 and 3 also sample at temperature 1)."""
     root, prompts, _ = checkpoints
-    return {
-        k: run_engine(root / "model3", root / "prompts.json", k, 32, PROMPTS, root / f"k{k}.json") for k in (0, 1, 3)
-    }
+    found = {}
+    for k, temperatures in ((0, (0.0, 1.0)), (1, (0.0,)), (3, (0.0, 1.0))):
+        for run in run_engine(
+            root / "model3", root / "prompts.json", k, 32, PROMPTS, root / f"k{k}.json", temperatures
+        ):
+            found[k, run["temperature"]] = run
+    return found
+
+
+@pytest.fixture(scope="module")
+def runs(engine_runs):
+    """The greedy runs, by k."""
+    return {k: run for (k, temperature), run in engine_runs.items() if temperature == 0.0}
 
 
 def test_replicated_layers_predict_the_toy_future(checkpoints):
@@ -81,12 +92,8 @@ def test_each_layer_drafts_its_own_position(checkpoints, runs):
     assert expected[2] > 0.5  # position 3 is drafted by a trained layer 3
 
 
-def test_sampling_with_drafting_stays_on_the_targets_distribution(checkpoints):
-    root, _, _ = checkpoints
-    plain, drafted = (
-        run_engine(root / "model3", root / "prompts.json", k, 32, PROMPTS, root / f"t1_k{k}.json", temperature=1.0)
-        for k in (0, 3)
-    )
+def test_sampling_with_drafting_stays_on_the_targets_distribution(engine_runs):
+    plain, drafted = engine_runs[0, 1.0], engine_runs[3, 1.0]
     assert drafted["drafts"] > 0
     # unpatched vLLM CPU: about -5 nats per drafted-run token (temperatures read as ~1e-12 or -3e6)
     assert abs(drafted["mean_logprob"] - plain["mean_logprob"]) < 0.15, (drafted["mean_logprob"], plain["mean_logprob"])

@@ -12,7 +12,7 @@ of output lengths approaches the limit) and MiMo-7B-RL-0530 §3.6 (32K → 38K �
 
 from __future__ import annotations
 
-from reasonrl.config import ConfigError, config_value, require_trainer_mode
+from reasonrl.config import ConfigError, config_value, require_agent_loop, require_trainer_mode
 from reasonrl.contracts import ConfigGroup, PluginInfo, Registration, TrainerCallback
 from reasonrl.hookspecs import hookimpl
 from reasonrl.plugins.length_curriculum.config import AGENT_LOOP, KEY, LENGTH_CURRICULUM_GROUP
@@ -80,12 +80,7 @@ def check_length_curriculum(config) -> None:
                 f"{KEY}.stages at {value}",
             )
     require_trainer_mode(config, "the length curriculum (a trainer callback; +reasonrl/length_curriculum=<option>)")
-    loop = config_value(config, "actor_rollout_ref.rollout.agent.default_agent_loop")
-    if loop != AGENT_LOOP:
-        raise ConfigError(
-            "actor_rollout_ref.rollout.agent.default_agent_loop",
-            f"is {loop!r}: the length curriculum caps requests in agent loop {AGENT_LOOP!r} (use +reasonrl/length_curriculum=<option>)",
-        )
+    require_agent_loop(config, AGENT_LOOP, "the length curriculum (requests capped per stage)")
 
 
 @hookimpl

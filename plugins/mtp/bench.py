@@ -36,10 +36,27 @@ def toy_checkpoint(root: Path, layers: int = 3, main_layers: int = 2, hidden: in
     return model
 
 
+def _spec_decode_metrics(llm) -> dict:
+    return {
+        metric.name: getattr(metric, "values", None) or getattr(metric, "value", None)
+        for metric in llm.get_metrics()
+        if "spec_decode" in metric.name
+    }
+
+
+def _delta(after, before):
+    """Counters vLLM accumulates over an engine's life, for one run: after − before (lists per item)."""
+    if isinstance(after, list):
+        before = before or [0] * len(after)
+        return [a - b for a, b in zip(after, before)]
+    return None if after is None else after - (before or 0)
+
+
 def generate(
-    model: str, prompts: list[list[int]], k: int, max_tokens: int, concurrency: int, temperature: float = 0.0
-) -> dict:
-    """Generation in a vLLM CPU engine (this process); k = 0: no drafting. With temperature > 0 it
+    model: str, prompts: list[list[int]], k: int, max_tokens: int, concurrency: int, temperatures=(0.0,)
+) -> list[dict]:
+    """Generation in a vLLM CPU engine (this process), one run per temperature in one engine
+    (each run's drafting counters are its own); k = 0: no drafting. With temperature > 0 a run
     also returns the mean target log-probability of the sampled tokens (a check that drafting
     keeps sampling on the target's distribution)."""
     import time
@@ -67,34 +84,45 @@ def generate(
         )
         options["speculative_config"] = {"method": "mtp", "num_speculative_tokens": k}
     llm = LLM(**options)
-    params = SamplingParams(
-        temperature=temperature, max_tokens=max_tokens, ignore_eos=True, logprobs=0 if temperature > 0 else None
-    )
-    llm.generate([TokensPrompt(prompt_token_ids=prompts[0])], params, use_tqdm=False)  # warm-up
-    start = time.perf_counter()
-    outputs = llm.generate([TokensPrompt(prompt_token_ids=prompt) for prompt in prompts], params, use_tqdm=False)
-    seconds = time.perf_counter() - start
-    tokens = [list(output.outputs[0].token_ids) for output in outputs]
-    metrics = {
-        metric.name: getattr(metric, "values", None) or getattr(metric, "value", None)
-        for metric in llm.get_metrics()
-        if "spec_decode" in metric.name
-    }
-    logprobs = [next(iter(step.values())).logprob for output in outputs for step in (output.outputs[0].logprobs or [])]
-    return {
-        "k": k,
-        "tokens": tokens,
-        "seconds": seconds,
-        "mean_logprob": sum(logprobs) / len(logprobs) if logprobs else None,
-        "tokens_per_s": sum(map(len, tokens)) / seconds,
-        "drafts": metrics.get("vllm:spec_decode_num_drafts"),
-        "accepted_per_position": metrics.get("vllm:spec_decode_num_accepted_tokens_per_pos"),
-    }
+    warm_up = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+    llm.generate([TokensPrompt(prompt_token_ids=prompts[0])], warm_up, use_tqdm=False)
+    results = []
+    for temperature in temperatures:
+        params = SamplingParams(
+            temperature=temperature, max_tokens=max_tokens, ignore_eos=True, logprobs=0 if temperature > 0 else None
+        )
+        before = _spec_decode_metrics(llm)
+        start = time.perf_counter()
+        outputs = llm.generate([TokensPrompt(prompt_token_ids=prompt) for prompt in prompts], params, use_tqdm=False)
+        seconds = time.perf_counter() - start
+        after = _spec_decode_metrics(llm)
+        tokens = [list(output.outputs[0].token_ids) for output in outputs]
+        logprobs = [
+            next(iter(step.values())).logprob for output in outputs for step in (output.outputs[0].logprobs or [])
+        ]
+        results.append(
+            {
+                "k": k,
+                "temperature": temperature,
+                "tokens": tokens,
+                "seconds": seconds,
+                "mean_logprob": sum(logprobs) / len(logprobs) if logprobs else None,
+                "tokens_per_s": sum(map(len, tokens)) / seconds,
+                "drafts": _delta(after.get("vllm:spec_decode_num_drafts"), before.get("vllm:spec_decode_num_drafts")),
+                "accepted_per_position": _delta(
+                    after.get("vllm:spec_decode_num_accepted_tokens_per_pos"),
+                    before.get("vllm:spec_decode_num_accepted_tokens_per_pos"),
+                ),
+            }
+        )
+    return results
 
 
 def run_engine(
-    model: Path, prompts_file: Path, k: int, max_tokens: int, concurrency: int, out: Path, temperature: float = 0.0
-) -> dict:
+    model: Path, prompts_file: Path, k: int, max_tokens: int, concurrency: int, out: Path, temperatures=(0.0,)
+) -> list[dict]:
+    """``generate`` in a fresh process (vLLM's engine configuration is per process): one result
+    per temperature."""
     command = [
         sys.executable,
         "-m",
@@ -105,7 +133,7 @@ def run_engine(
         str(max_tokens),
         str(concurrency),
         str(out),
-        str(temperature),
+        ",".join(str(t) for t in temperatures),
     ]
     completed = subprocess.run(command, capture_output=True, text=True)
     if completed.returncode != 0:
@@ -163,9 +191,10 @@ def _run(args: argparse.Namespace) -> int:
     results = []
     for k in (0, 1, args.k) if args.k > 1 else (0, args.k):
         print(f"[bench mtp] vLLM CPU, k = {k} ...", flush=True)
-        results.append(
-            run_engine(Path(model), prompts_file, k, args.max_tokens, args.concurrency, out / f"bench_k{k}.json")
+        (result,) = run_engine(
+            Path(model), prompts_file, k, args.max_tokens, args.concurrency, out / f"bench_k{k}.json"
         )
+        results.append(result)
     base = results[0]
     print(
         f"{len(prompts)} prompts, {args.max_tokens} greedy tokens each, {args.concurrency} request(s) at a time, model {model}"
@@ -200,13 +229,13 @@ BENCHMARK = CliCommand(
 
 
 if __name__ == "__main__":
-    model_path, prompts_path, k, max_tokens, concurrency, out_path, temperature = sys.argv[1:8]
+    model_path, prompts_path, k, max_tokens, concurrency, out_path, temperatures = sys.argv[1:8]
     result = generate(
         model_path,
         json.loads(Path(prompts_path).read_text()),
         int(k),
         int(max_tokens),
         int(concurrency),
-        float(temperature),
+        [float(t) for t in temperatures.split(",")],
     )
     Path(out_path).write_text(json.dumps(result))

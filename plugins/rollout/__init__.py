@@ -15,7 +15,7 @@ staleness-bounded streaming), Llama-Nemotron §5.2.3 (FP8 generation).
 
 from __future__ import annotations
 
-from reasonrl.config import ConfigError, config_value, require_trainer_mode
+from reasonrl.config import ConfigError, config_value, require_agent_loop, require_trainer_mode
 from reasonrl.contracts import ConfigGroup, PluginInfo, Registration, TrainerCallback
 from reasonrl.hookspecs import hookimpl
 from reasonrl.plugins.rollout.config import AGENT_LOOP, KEY, ROLLOUT_GROUP
@@ -95,13 +95,7 @@ def check_rollout(config) -> None:
         )
     partial = settings.token_budget is not None
     if settings.repetition_detection or partial:
-        loop = config_value(config, "actor_rollout_ref.rollout.agent.default_agent_loop")
-        if loop != AGENT_LOOP:
-            raise ConfigError(
-                "actor_rollout_ref.rollout.agent.default_agent_loop",
-                f"is {loop!r}: repeat detection and partial rollout run in agent loop {AGENT_LOOP!r} "
-                "(use +reasonrl/rollout=<option>; it cannot combine with another plugin's agent loop yet)",
-            )
+        require_agent_loop(config, AGENT_LOOP, "repeat detection / partial rollout (+reasonrl/rollout=<option>)")
     if partial:
         require_trainer_mode(config, "partial rollout (a trainer callback holds and re-sends unfinished groups)")
         buffer = config_value(config, "trainer.v1.sampler.custom_sampler.name")
