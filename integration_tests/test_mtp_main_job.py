@@ -23,6 +23,14 @@ from reasonrl.testing.cpu_runs import assert_steps_trained, launch_metrics, run_
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture(scope="module")
+def mimo_checkpoint(tmp_path_factory):
+    """The smoke model with one attached MTP layer, built once for the module (both runs only read
+    it: verl loads it, the runs save to their own folders)."""
+    root = tmp_path_factory.mktemp("smoke_mimo")
+    return smoke_mimo(root), root / "held_out.jsonl"
+
+
 def smoke_mimo(tmp_path):
     source = prepare() / "model"
     tokenizer = AutoTokenizer.from_pretrained(source)
@@ -75,8 +83,8 @@ def saved_actor(run_dir):
     }
 
 
-def test_one_main_job_step_with_frozen_mtp_layers_drafting_in_rollout(tmp_path, run_tag):
-    model = smoke_mimo(tmp_path)
+def test_one_main_job_step_with_frozen_mtp_layers_drafting_in_rollout(tmp_path, run_tag, mimo_checkpoint):
+    model, held_out = mimo_checkpoint
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
     overrides = [
         "+reasonrl/mtp=mimo",
@@ -112,7 +120,7 @@ def test_one_main_job_step_with_frozen_mtp_layers_drafting_in_rollout(tmp_path, 
     drafted = sum(int(d) for _, d in counts)
     assert drafted > 0, tail(log)
     online = sum(int(a) for a, _ in counts) / drafted
-    trained, untrained = offline_acceptance(model, tmp_path / "held_out.jsonl")
+    trained, untrained = offline_acceptance(model, held_out)
     assert abs(online - trained) < abs(online - untrained), (online, trained, untrained)
     before, full = load_file(model / "model.safetensors"), saved_actor(run_dir)
     mtp_names = [name for name in full if ".mtp_layers." in name]
@@ -123,7 +131,7 @@ def test_one_main_job_step_with_frozen_mtp_layers_drafting_in_rollout(tmp_path, 
     )  # the policy trained
 
 
-def test_eps_schedule_trained_mtp_layers_and_the_longcat_loss_compose_in_one_step(tmp_path, run_tag):
+def test_eps_schedule_trained_mtp_layers_and_the_longcat_loss_compose_in_one_step(tmp_path, run_tag, mimo_checkpoint):
     """Issue 20: three plugins change the actor's loss in one run — the objectives plugin's
     ε_pos_high schedule (a per-step config value), the mtp plugin's trained MTP layers (an additive
     λ·mean_k L^k) and LongCat's triplet-clipping loss (verl's policy-loss registry). One composed
@@ -131,7 +139,7 @@ def test_eps_schedule_trained_mtp_layers_and_the_longcat_loss_compose_in_one_ste
     It is also the CI's run of reasonrl.mtp.train=true on the FSDP actor (the MTP loss joins
     verl's PPO loss through the trainer callback; the losses reach it in model_output from engine
     mtp_language_model) with drafting running on the synced drafter."""
-    model = smoke_mimo(tmp_path)
+    model, _ = mimo_checkpoint
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
     schedule = [
         "reasonrl.objective.eps_pos_high=0.25",
