@@ -180,6 +180,9 @@ def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag)
         # ~30 tokens, are all right or all cut in a group: DAPO's filter drops them either way.)
         "+reasonrl/length_curriculum=longcat_code",
         f"reasonrl.length_curriculum.stages=[{','.join(map(str, LENGTH_STAGES))}]",
+        # MiMo §3.4.1's seamless rollout (the mimo recipe's option): demand-driven launching and
+        # FIFO early termination in reasonrl's replay buffer, aborting through verl's abort path
+        "+reasonrl/rollout=seamless",
     )
     with log.open("w") as out:
         # a terminal's foreground job has SIGINT's default action; a test runner started in the
@@ -228,7 +231,28 @@ def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag)
     # per step, both launches' records (the resumed launch validates at the saved step first)
     both = {s: {**first_launch.get(s, {}), **resumed.get(s, {})} for s in {*first_launch, *resumed}}
     assert_length_curriculum(both, resume_log)
+    assert_seamless_rollout(first_launch, resumed, run_dir, saved, resume_log)
     assert_mimo_rewards_progress_and_plot(first_launch, resumed, run_dir, resume_log, run_tag)
+
+
+def assert_seamless_rollout(first_launch: dict, resumed: dict, run_dir: Path, saved: int, resume_log: Path) -> None:
+    """Every step ran under the seamless schedule (MiMo's ratios from the replay buffer's token
+    counts) and its valid-rate statistics came back from the checkpoint exactly."""
+    for steps in (first_launch, resumed):
+        for step in training_steps(steps):
+            metrics = steps[step]
+            tokens = {f: metrics[f"training/stream/{f}_tokens"] for f in ("trained", "untrained", "aborted")}
+            assert tokens["trained"] > 0, sorted(metrics)
+            waste = 1 - tokens["trained"] / sum(tokens.values())
+            assert metrics["reasonrl/rollout/seamless_sample_waste"] == pytest.approx(waste), (step, metrics)
+            assert 0.0 <= metrics["reasonrl/rollout/seamless_idle_ratio"] <= 1.0
+            assert 0.0 < metrics["reasonrl/rollout/seamless_valid_rate"] < 1.0
+    restored = re.search(r"\[reasonrl\] rollout: state restored from (\S+) \(sha256 (\w+)\)", resume_log.read_text())
+    assert restored, tail(resume_log)
+    path, restored_digest = restored.groups()
+    assert Path(path) == run_dir / f"global_step_{saved}" / "reasonrl" / "rollout.npz"
+    state = load_state(path)
+    assert digest(state) == restored_digest and 0 < int(state["valid_finished"]) <= int(state["finished"])
 
 
 def assert_mimo_rewards_progress_and_plot(first_launch, resumed, run_dir, resume_log, run_tag) -> None:

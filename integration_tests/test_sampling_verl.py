@@ -168,3 +168,131 @@ def test_start_up_checks_name_the_key():
         assert error.value.key == key, str(error.value)
     for option in ("mimo", "longcat", "kimi", "nemotron"):
         validate_config(compose_config(["recipe=mimo", f"reasonrl/sampling={option}"]))
+
+
+class TimedRollout(FakeRollout):
+    """A fake engine on a simulated clock (one tick per replay-buffer poll): the group launched
+    ``i``-th finishes ``DELAYS[i % len(DELAYS)]`` ticks after its launch; ``abort`` returns every
+    unfinished one at once with a truncated (one-token, unrewarded) response, as verl's abort path
+    does; ``resume`` counts resumes."""
+
+    DELAYS = [1, 6, 2, 1, 3, 1, 9, 2, 1, 4, 1, 12]
+
+    def __init__(self, trainer):
+        super().__init__(trainer)
+        self.now, self.launches, self.due, self.finished_at, self.resumes = 0, [], {}, {}, 0
+        self.aborted: set[str] = set()
+
+    def generate_sequences(self, batch) -> None:
+        import transfer_queue as tq
+
+        for uid in list(batch["uid"]):
+            self.row_of[uid] = self.trainer.prompt_rows[uid]
+            self.due[uid] = self.now + self.DELAYS[len(self.launches) % len(self.DELAYS)]
+            self.launches.append(uid)
+            tq.kv_put(key=uid, partition_id="train", tag={"status": "running"})
+
+    def _finish(self, uid: str, scores: list[float]) -> None:
+        import transfer_queue as tq
+        from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+        keys, fields, tags = [], [], []
+        for session, score in enumerate(scores):
+            rm_scores = torch.zeros(3)
+            rm_scores[-1] = score
+            keys.append(f"{uid}_{session}_0")
+            fields.append(
+                {
+                    "rm_scores": rm_scores,
+                    "responses": torch.ones(3, dtype=torch.int64),
+                    "extra_fields": {"reward_extra_info": {"acc": score}},
+                }
+            )
+            tags.append({"status": "success", "global_steps": self.trainer.global_steps, "response_len": 3})
+        tq.kv_batch_put(keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(fields), tags=tags)
+        tq.kv_put(key=uid, partition_id="train", tag={"status": "finished"})
+        self.finished_at[uid] = self.now
+
+    def tick(self) -> None:
+        self.now += 1
+        for uid, due in list(self.due.items()):
+            if due <= self.now:
+                del self.due[uid]
+                self._finish(uid, outcome(self.row_of[uid]))
+
+    def abort(self) -> None:
+        for uid in list(self.due):
+            del self.due[uid]
+            self.aborted.add(uid)
+            self._finish(uid, [0.0] * N)
+
+    def resume(self) -> None:
+        self.resumes += 1
+
+
+def test_seamless_rollout_stops_each_step_by_fifo_early_termination(transfer_queue, tmp_path):
+    """MiMo §3.4.1 through verl's own replay buffer and trainer (issue 22): prompts launched on
+    demand, the step stopped as soon as the groups launched up to some j have all finished and hold
+    the batch's valid ones — the first BATCH valid groups in launch order are trained, everything
+    still in flight is aborted (reported aborted, never scored by the sampler), generation resumed;
+    the schedule's statistics survive a checkpoint."""
+    from reasonrl.api import fifo_early_termination
+    from reasonrl.bridges.verl_trainer import callback_state_path
+    from reasonrl.state_io import load_state
+
+    trainer = _trainer(tmp_path / "run", "+reasonrl/rollout=seamless")
+    engine = TimedRollout(trainer)
+    trainer.agent_loop_manager = engine
+    trainer.checkpoint_manager.abort_replicas = lambda reject_request=False: engine.abort()
+    trainer.checkpoint_manager.resume_generation_replicas = engine.resume
+    trainer._load_checkpoint()
+    trainer.on_init_end()
+    buffer = trainer.replay_buffer
+    buffer._poll_wait = engine.tick
+    callbacks = dict(trainer.reasonrl_callbacks)
+    sampler = callbacks["sampling"].sampler
+    reported, scored = [], []
+    listener, update = buffer.group_listener, sampler.update
+    buffer.group_listener = lambda groups: (reported.extend(groups), listener(groups))
+    sampler.update = lambda results, trained=None: (scored.extend(results), update(results, trained=trained))
+
+    aborted_total = 0
+    for step in (1, 2, 3):
+        trainer.global_steps = step
+        first = len(engine.launches)
+        trainer.prepare_step()
+        batch, metrics = buffer.sample(global_steps=step, partition_id="train", batch_size=BATCH)
+        callbacks["rollout"].before_advantage(trainer, batch, metrics)
+        launched = engine.launches[first:]
+        valid = [outcome(engine.row_of[uid]) == [1.0, 0.0] * (N // 2) and uid not in engine.aborted for uid in launched]
+        finish = [engine.finished_at[uid] if uid not in engine.aborted else None for uid in launched]
+        expected, stop = fifo_early_termination(finish, valid, BATCH)
+        trained = sorted({key.split("_")[0] for key in batch.keys})
+        assert trained == sorted(launched[i] for i in expected), f"step {step}: FIFO selection"
+        assert stop is not None and all(t is not None for t in finish[: expected[-1] + 1])
+        aborted = [uid for uid in launched if uid in engine.aborted]
+        assert metrics["training/stream/aborted_groups"] == len(aborted)
+        assert metrics["reasonrl/rollout/seamless_aborted_groups"] == len(aborted)
+        assert metrics["training/stream/launched_prompts"] == len(launched) - BATCH, "refills counted"
+        generated = 3 * N * len(launched)  # 3 tokens per response, aborted ones included
+        assert metrics["training/stream/trained_tokens"] == 3 * N * BATCH
+        assert sum(metrics[f"training/stream/{f}_tokens"] for f in ("trained", "untrained", "aborted")) == generated
+        assert metrics["reasonrl/rollout/seamless_sample_waste"] == pytest.approx(1 - BATCH / len(launched))
+        assert 0.0 <= metrics["reasonrl/rollout/seamless_idle_ratio"] <= 1.0
+        aborted_total += len(aborted)
+        transfer_queue.kv_clear(keys=batch.keys, partition_id="train")
+        buffer._sync_metadata_from_transfer_queue()
+        assert not buffer.partitions["train"] and not buffer.running_keys["train"], "nothing left over in TQ"
+    assert aborted_total > 0 and engine.resumes > 0, "the schedule cut slow groups off"
+    assert not trainer.prompt_rows and not trainer.launch_order, "every launched prompt was reported back"
+    by_uid = {group.uid: group for group in reported}
+    assert set(by_uid) == set(engine.launches), "every group reported once"
+    assert all(by_uid[uid].aborted and not by_uid[uid].trained for uid in engine.aborted)
+    assert not any(group.aborted for uid, group in by_uid.items() if uid not in engine.aborted)
+    assert len(scored) == len(engine.launches) - len(engine.aborted), "the sampler scored every group but the aborted"
+
+    trainer.global_steps = 3
+    trainer._save_checkpoint()
+    saved = load_state(callback_state_path(str(tmp_path / "run" / "global_step_3"), "rollout"))
+    schedule = callbacks["rollout"]
+    assert 0 < int(saved["valid_finished"]) == schedule.valid_finished <= int(saved["finished"]) == schedule.finished

@@ -106,8 +106,18 @@ class TrainerCallback:
     - ``on_groups_finished(trainer, groups)``: finished prompt groups as verl's replay buffer
       resolves them, trained or not (needs reasonrl's ``ReportingReplayBuffer`` as
       ``trainer.v1.sampler.custom_sampler``): ``FinishedGroup`` records with ``row`` (the
-      dataset row), ``rewards``, ``reward_extra_info``, ``trained``, ``held`` (not an outcome:
-      scorers skip it) and ``extra_fields`` (per response, its ``reasonrl_*`` extra fields);
+      dataset row), ``rewards``, ``reward_extra_info``, ``trained``, ``held`` and ``aborted`` (not
+      outcomes: scorers skip them; ``outcome`` is False for both) and ``extra_fields`` (per response, its ``reasonrl_*`` extra fields);
+    - ``prompts_to_launch(trainer, view) -> int`` and ``early_termination(trainer, view) -> list[str] |
+      None``: a streaming rollout schedule for the step (needs reasonrl's ``ReportingReplayBuffer``;
+      at most one callback of a run may have them). At each poll of the step's sampling the replay
+      buffer passes a :class:`RolloutView` (the step's prompt groups in launch order, finished or
+      not, valid or not) and launches the returned number of new prompts instead of verl's fixed
+      refill credits; once ``early_termination`` returns uids (finished, valid groups), the buffer
+      aborts every request still in flight, waits for them, resumes generation and trains exactly
+      those groups — the unfinished ones are reported with ``aborted=True`` (not outcomes), the
+      other finished ones as untrained surplus (e.g. MiMo's seamless rollout, FIFO early
+      termination);
     - ``actor_loss_term() -> term``: a term of the actor's loss (``adjust_config(config, data)``
       for per-step values on verl's loss config, ``loss(config, model_output, data, metrics)``
       for an additive, already weighted term, ``on_worker()``); the trainer composes every
@@ -120,3 +130,34 @@ class TrainerCallback:
 
     name: str
     build: Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class RolloutGroup:
+    """One prompt group of a training step, as a streaming rollout schedule sees it."""
+
+    uid: str
+    finished: bool  # every response of the group came back
+    valid: bool  # finished and trainable (dynamic sampling: its rewards differ)
+
+
+@dataclass(frozen=True)
+class RolloutView:
+    """The step's sampling so far (``TrainerCallback.prompts_to_launch`` / ``early_termination``).
+
+    ``groups``: in launch order, the groups that can still be trained or are still running (groups
+    the DAPO filter evicted are gone: they count in ``invalid_finished``); ``batch_size``: groups the
+    step trains; ``free_slots``: prompts that may still be launched (verl's in-flight bound)."""
+
+    groups: tuple[RolloutGroup, ...]
+    batch_size: int
+    invalid_finished: int
+    free_slots: int
+
+    @property
+    def valid_finished(self) -> int:
+        return sum(group.valid for group in self.groups)
+
+    @property
+    def active(self) -> int:
+        return sum(not group.finished for group in self.groups)

@@ -38,7 +38,7 @@ def reasonrl_plugin_info() -> PluginInfo:
     return PluginInfo(
         name="rollout",
         summary="rollout: vLLM repeat detection with a reward penalty; partial rollout with a token budget; "
-        "FIFO early termination and staleness cores; FP8 generation",
+        "seamless rollout (demand-driven launching, FIFO early termination); staleness core; FP8 generation",
         reports=("Kimi k1.5 §2.6.2", "MiMo-7B §3.4.1", "LongCat-Flash-Thinking §3.1.1", "Llama-Nemotron §5.2.3"),
     )
 
@@ -83,7 +83,8 @@ def reasonrl_api_functions() -> dict:
 def check_rollout(config) -> None:
     """Repeat detection and partial rollout run in the ``reasonrl_rollout`` agent loop under trainer
     mode ``reasonrl_sync`` (partial rollout also needs reasonrl's replay buffer, which holds the
-    unfinished groups); staleness has no verl trainer path yet: refused."""
+    unfinished groups; so does seamless rollout, which it schedules); staleness has no verl trainer
+    path yet: refused."""
     from reasonrl.plugins.rollout.config import settings_from
 
     settings = settings_from(config)
@@ -96,14 +97,15 @@ def check_rollout(config) -> None:
     partial = settings.token_budget is not None
     if settings.repetition_detection or partial:
         require_agent_loop(config, AGENT_LOOP, "repeat detection / partial rollout (+reasonrl/rollout=<option>)")
-    if partial:
-        require_trainer_mode(config, "partial rollout (a trainer callback holds and re-sends unfinished groups)")
+    if partial or settings.seamless:
+        what = "partial rollout" if partial else "seamless rollout"
+        require_trainer_mode(config, f"{what} (a trainer callback and reasonrl's replay buffer)")
         buffer = config_value(config, "trainer.v1.sampler.custom_sampler.name")
         if buffer != "ReportingReplayBuffer":
             raise ConfigError(
                 "trainer.v1.sampler.custom_sampler.name",
-                f"is {buffer!r}: partial rollout holds unfinished groups in reasonrl's ReportingReplayBuffer "
-                "(+reasonrl/rollout=partial sets it)",
+                f"is {buffer!r}: {what} runs in reasonrl's ReportingReplayBuffer "
+                f"(+reasonrl/rollout={'partial' if partial else 'seamless'} sets it)",
             )
     elif settings.repetition_detection and settings.repetition_penalty:
         require_trainer_mode(config, "the repetition penalty (a trainer callback)")

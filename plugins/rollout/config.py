@@ -56,6 +56,11 @@ class RolloutConfig:
         help="whether tokens generated in earlier iterations (older policies) count in the loss "
         "(Kimi: they can be excluded; only the current segment is on-policy)",
     )
+    seamless: bool = knob(
+        False,
+        help="MiMo §3.4.1 seamless rollout: prompts launched on demand from the live valid rate, the step "
+        "stopped by FIFO early termination (requests still in flight aborted)",
+    )
     staleness: int | None = knob(
         None,
         help="LongCat §3.1.1 DORA: policy versions a finished sample may lag the trainer (>= 0); null: off",
@@ -79,6 +84,11 @@ class RolloutConfig:
             )
         if self.staleness is not None and int(self.staleness) < 0:
             raise ConfigError(f"{KEY}.staleness", f"must be >= 0 policy versions (or null: off), got {self.staleness}")
+        if self.seamless and self.token_budget is not None:
+            raise ConfigError(
+                f"{KEY}.seamless",
+                "cannot run with token_budget (partial rollout): both decide when a group leaves the step; pick one",
+            )
         if self.repetition_detection and self.repetition_min_pattern > self.repetition_max_pattern:
             raise ConfigError(
                 f"{KEY}.repetition_min_pattern",

@@ -15,6 +15,13 @@ next batch (``carried_prompts``), where the agent loop continues them under the 
 (refills within a step take held groups only beyond ``train_batch_size`` waiting ones).
 Logs ``reasonrl/rollout/partial_{held_groups,carried_groups,waiting_groups,continued_responses,
 segments_max,earlier_tokens_masked}``.
+
+Seamless rollout (MiMo-7B §3.4.1; ``SeamlessRolloutCallback``): the streaming schedule reasonrl's
+replay buffer runs each step — new prompts launched only when the groups in flight cannot meet the
+step's demand at the live valid rate (``seamless.tasks_to_launch``), the step stopped by FIFO early
+termination (``seamless.fifo_early_termination``, the public facade) and the rest aborted. Logs
+MiMo's ratios from the buffer's counts: ``reasonrl/rollout/seamless_{sample_waste,idle_ratio,
+rollout_time_s,valid_rate,launched_prompts,aborted_groups,surplus_groups}``.
 """
 
 from __future__ import annotations
@@ -33,6 +40,13 @@ from reasonrl.plugins.rollout.config import (
 )
 from reasonrl.plugins.rollout.partial import HeldGroup, PartialRolloutStore, PartialTrajectory
 from reasonrl.plugins.rollout.repetition import penalised
+from reasonrl.plugins.rollout.seamless import (
+    fifo_early_termination,
+    idle_ratio,
+    sample_waste,
+    tasks_to_launch,
+    valid_rate_estimate,
+)
 
 FETCHED = ["rm_scores", "response_mask", "extra_fields"]
 
@@ -173,11 +187,71 @@ class PartialRolloutCallback(RolloutCallback):
         self.store.load_state_dict(json.loads(state["store"]))
 
 
+class SeamlessRolloutCallback(RolloutCallback):
+    """MiMo's Seamless Rollout Engine on verl's replay buffer (§3.4.1), plus repeat detection.
+
+    The valid rate is counted over every finished group of the run (valid: trainable; dynamic
+    sampling: mixed rewards), this step's live ones included, and checkpointed."""
+
+    def __init__(self, settings: RolloutConfig) -> None:
+        super().__init__(settings)
+        self.valid_finished = 0  # over the run's completed steps
+        self.finished = 0
+        self._last_rate = 0.0  # the valid rate the last step stopped at (logged)
+
+    def valid_rate(self, view) -> float:
+        valid = self.valid_finished + view.valid_finished
+        return valid_rate_estimate(valid, self.finished + valid + view.invalid_finished)
+
+    def prompts_to_launch(self, trainer, view) -> int:
+        demand = max(0, view.batch_size - view.valid_finished)
+        return tasks_to_launch(demand, view.active, self.valid_rate(view), view.free_slots)
+
+    def early_termination(self, trainer, view) -> list[str] | None:
+        finish_times = [0.0 if group.finished else None for group in view.groups]
+        selected, _stop = fifo_early_termination(finish_times, [g.valid for g in view.groups], view.batch_size)
+        if not selected:
+            return None
+        self._last_rate = self.valid_rate(view)
+        self.valid_finished += view.valid_finished
+        self.finished += view.valid_finished + view.invalid_finished
+        return [view.groups[index].uid for index in selected]
+
+    def before_advantage(self, trainer, batch, metrics: dict) -> None:
+        super().before_advantage(trainer, batch, metrics)
+        tokens = {
+            fate: float(metrics.get(f"training/stream/{fate}_tokens", 0.0))
+            for fate in ("trained", "untrained", "aborted")
+        }
+        sampling = float(metrics.get("training/stream/sampling_s", 0.0))
+        metrics.update(
+            {
+                "reasonrl/rollout/seamless_sample_waste": sample_waste(sum(tokens.values()), tokens["trained"]),
+                "reasonrl/rollout/seamless_idle_ratio": idle_ratio(
+                    float(metrics.get("training/stream/busy_s", 0.0)), sampling
+                ),
+                "reasonrl/rollout/seamless_rollout_time_s": sampling,
+                "reasonrl/rollout/seamless_valid_rate": self._last_rate,
+                "reasonrl/rollout/seamless_launched_prompts": float(metrics.get("training/stream/launched_prompts", 0)),
+                "reasonrl/rollout/seamless_aborted_groups": float(metrics.get("training/stream/aborted_groups", 0)),
+                "reasonrl/rollout/seamless_surplus_groups": float(metrics.get("training/stream/surplus_groups", 0)),
+            }
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"valid_finished": self.valid_finished, "finished": self.finished}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.valid_finished, self.finished = int(state["valid_finished"]), int(state["finished"])
+
+
 def build(config: Any) -> RolloutCallback | None:
-    """The callback when repeat detection or partial rollout is on."""
+    """The callback when repeat detection, partial rollout or seamless rollout is on."""
     from reasonrl.plugins.rollout.config import settings_from
 
     settings = settings_from(config)
+    if settings.seamless:
+        return SeamlessRolloutCallback(settings)
     if settings.token_budget is not None:
         return PartialRolloutCallback(settings)
     if settings.repetition_detection:

@@ -115,7 +115,7 @@ class SamplingCallback:
     def on_groups_finished(self, trainer, groups) -> None:
         results, trained = {}, []
         for group in groups:
-            if group.row is None or group.held:  # not one of ours, or held back unfinished (no outcome yet)
+            if group.row is None or not group.outcome:  # not one of ours, or held back / aborted (no outcome)
                 continue
             scores = [
                 response_score(r, e, self.settings.score_key) for r, e in zip(group.rewards, group.reward_extra_info)

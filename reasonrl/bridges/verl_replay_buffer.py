@@ -7,6 +7,12 @@ with an unfinished response): such a group is evicted like a failed one (verl re
 and reported with ``held=True`` and its responses' reasonrl extra fields, so the callback can
 send it out again in a later step. Nothing is dropped silently.
 
+And it runs a callback's *streaming schedule* (``schedule``, e.g. MiMo's seamless rollout): the
+schedule decides at each poll how many prompts to launch and when the step stops; the buffer
+then aborts the requests still in flight (the trainer's ``abort_requests``), waits for them,
+resumes generation, reports them with ``aborted=True`` and trains exactly the chosen groups —
+instead of verl's sync DAPO path, which drains every in-flight request before it selects.
+
 Plugged in through verl's own extension point, ``trainer.v1.sampler.custom_sampler``. verl
 hands a custom buffer only the basic arguments, so DAPO's settings come through
 ``trainer.v1.sampler.sampler_kwargs`` (the sampling plugin's option files interpolate them
@@ -15,12 +21,15 @@ from ``algorithm.filter_groups`` and ``data.train_batch_size``).
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import transfer_queue as tq
 
 from reasonrl.compat.verl import replay_buffer_base, replay_buffer_uid
+from reasonrl.contracts import RolloutGroup, RolloutView
 
 ReplayBuffer = replay_buffer_base()  # version-guarded: this class overrides verl internals (compat.verl.REPLAY_BUFFER)
 
@@ -32,11 +41,20 @@ class FinishedGroup:
     uid: str
     rewards: list[float]  # per response: summed rm_scores
     reward_extra_info: list[dict]  # per response: the reward manager's extra info
-    trained: bool  # False: evicted by the DAPO filter, discarded as surplus, or held
+    trained: bool  # False: evicted by the DAPO filter, discarded as surplus, held or aborted
     held: bool = False  # held back by a callback's hold_predicate (not an outcome: not scored)
+    aborted: bool = False  # stopped in flight by a streaming schedule (not an outcome: not scored)
     #: per response (in key order): its ``extra_fields`` entries named ``reasonrl_*``
     extra_fields: list[dict] = field(default_factory=list)
 
+    @property
+    def outcome(self) -> bool:
+        """Whether the group's rewards say how the policy did on its prompt (not held, not aborted)."""
+        return not (self.held or self.aborted)
+
+
+#: What became of a step's generated response tokens under a streaming schedule.
+TOKEN_FATES = ("trained", "untrained", "aborted")
 
 #: Extra fields whose names start with this reach the FinishedGroup records.
 REASONRL_FIELD_PREFIX = "reasonrl_"
@@ -62,6 +80,16 @@ class ReportingReplayBuffer(ReplayBuffer):
         #: given a finished group's per-response reasonrl extra fields: True to hold the group back
         self.hold_predicate: Callable[[list[dict]], bool] | None = None
         self._hold_verdicts: dict[str, bool] = {}  # finished groups never change: judged once
+        #: a callback with prompts_to_launch/early_termination (None: verl's own sample loop)
+        self.schedule: Any = None
+        #: uid -> launch number, filled by the trainer as it dispatches prompts
+        self.launch_order: dict[str, int] = {}
+        #: the trainer's abort of every in-flight request (rejecting late arrivals) and its resume
+        self.abort_requests: Callable[[], Any] | None = None
+        self.resume_requests: Callable[[], Any] | None = None
+        self.poll_interval = float(options.get("poll_interval", self.poll_interval))
+        self._aborted: set[str] = set()  # uids aborted this step: not evicted, not outcomes
+        self._step_tokens: Counter = Counter()  # response tokens this step, by fate
 
     def _groups(self, partition_id: str, uids, trained: bool) -> list[FinishedGroup]:
         keys = sorted(key for key in self.partitions[partition_id] if replay_buffer_uid(key) in uids)
@@ -72,7 +100,8 @@ class ReportingReplayBuffer(ReplayBuffer):
         for key, scores, extra in zip(keys, data["rm_scores"], list(data["extra_fields"])):
             uid = replay_buffer_uid(key)
             held = self._hold_verdicts.get(uid, False)
-            group = groups.setdefault(uid, FinishedGroup(uid, [], [], trained and not held, held))
+            aborted = uid in self._aborted
+            group = groups.setdefault(uid, FinishedGroup(uid, [], [], trained and not held, held, aborted))
             group.rewards.append(float(scores.sum().item()))
             extra = getattr(extra, "data", extra)
             extra = extra if isinstance(extra, dict) else {}
@@ -101,7 +130,10 @@ class ReportingReplayBuffer(ReplayBuffer):
     def _terminal_eviction_reasons(self, global_steps: int, partition_id: str):
         """verl's reasons plus held groups, evicted (and refilled) as failed ones are."""
         stale, dapo, failed, dapo_counts = super()._terminal_eviction_reasons(global_steps, partition_id)
-        return stale, dapo, failed | self._held_uids(partition_id), dapo_counts
+        failed = failed | self._held_uids(partition_id)
+        if self._aborted:  # aborted groups are cleared as such once they are back, never evicted
+            stale, dapo, failed = stale - self._aborted, dapo - self._aborted, failed - self._aborted
+        return stale, dapo, failed, dapo_counts
 
     def _evict_terminal_groups(self, global_steps: int, partition_id: str, eviction_reasons):
         held = {uid for uid in eviction_reasons[2] if self._hold_verdicts.get(uid)}
@@ -121,17 +153,114 @@ class ReportingReplayBuffer(ReplayBuffer):
             self.group_listener(self._groups(partition_id, set(uids), trained))
 
     def _clear_groups(self, partition_id: str, uids: set[str]) -> None:
-        # evicted (DAPO, failed, held) and surplus groups: reported before verl drops them
+        # evicted (DAPO, failed, held), surplus and aborted groups: reported before verl drops them
         self._report(partition_id, uids, trained=False)
+        if partition_id == "train" and self.schedule is not None:
+            for uid in uids:
+                self._step_tokens["aborted" if uid in self._aborted else "untrained"] += self._response_tokens(
+                    partition_id, {uid}
+                )
         super()._clear_groups(partition_id, uids)
         for uid in uids:
             self._hold_verdicts.pop(uid, None)
 
     def _materialize_batch(self, partition_id, selected_prompt_uids, partition_snapshot):
         self._report(partition_id, selected_prompt_uids, trained=True)
+        if partition_id == "train" and self.schedule is not None:
+            self._step_tokens["trained"] += self._response_tokens(partition_id, set(selected_prompt_uids))
         for uid in selected_prompt_uids:
             self._hold_verdicts.pop(uid, None)
         return super()._materialize_batch(partition_id, selected_prompt_uids, partition_snapshot)
+
+    # ------------------------------------------------------------------ streaming schedule
+    def sample(self, global_steps: int, partition_id: str, batch_size: int):
+        if partition_id == "val" or self.schedule is None:
+            return super().sample(global_steps, partition_id, batch_size)
+        return self._sample_scheduled(global_steps, partition_id, batch_size)
+
+    def _response_tokens(self, partition_id: str, uids: set[str]) -> int:
+        return sum(
+            int(tag.get("response_len", 0))
+            for key, tag in self.partitions[partition_id].items()
+            if replay_buffer_uid(key) in uids
+        )
+
+    def _view(self, partition_id: str, sampleable: set[str], batch_size: int, invalid: int) -> RolloutView:
+        inflight = self.pending_keys[partition_id] | self.running_keys[partition_id]
+        last = len(self.launch_order)
+        uids = sorted(sampleable | inflight, key=lambda uid: (self.launch_order.get(uid, last), uid))
+        groups = tuple(RolloutGroup(uid, uid in sampleable, uid in sampleable) for uid in uids)
+        free = max(0, self.max_inflight_gen_batches * (self.train_batch_size or batch_size) - len(inflight))
+        return RolloutView(groups, batch_size, invalid, free)
+
+    def _poll_wait(self) -> None:
+        time.sleep(self.poll_interval)
+
+    def _sample_scheduled(self, global_steps: int, partition_id: str, batch_size: int):
+        """One training batch under the callback's schedule (see the module docstring)."""
+        metrics: dict = {}
+        self._aborted, self._step_tokens = set(), Counter()
+        invalid = launched = 0
+        selected: list[str] | None = None
+        start = last_poll = time.monotonic()
+        busy = 0.0
+        while True:
+            self._sync_metadata_from_transfer_queue()
+            reasons = self._terminal_eviction_reasons(global_steps, partition_id)
+            evicted, _stale, _dapo, evict_metrics = self._evict_terminal_groups(global_steps, partition_id, reasons)
+            _add_metrics(metrics, evict_metrics)
+            invalid += len(evicted)
+            inflight = self.pending_keys[partition_id] | self.running_keys[partition_id]
+            now = time.monotonic()
+            busy += (now - last_poll) if inflight else 0.0  # engine busy between polls (poll resolution)
+            last_poll = now
+            if selected is None:
+                sampleable = self._sampleable_terminal_keys(partition_id, reasons)
+                view = self._view(partition_id, sampleable, batch_size, invalid)
+                choice = self.schedule.early_termination(view)
+                if choice:
+                    selected = list(choice)
+                    self._aborted = set(inflight)
+                    if inflight:
+                        self.abort_requests()  # aborted requests return at once, late arrivals are rejected
+                    continue
+                launch = min(int(self.schedule.prompts_to_launch(view)), view.free_slots)
+                if launch > 0:
+                    self.refill_fn(launch)
+                    launched += launch
+                    continue
+            elif not (inflight & self._aborted):  # every aborted request is back
+                break
+            self._poll_wait()
+        if self._aborted:
+            self.resume_requests()
+        surplus = (self.finished_keys[partition_id] | self.failure_keys[partition_id]) - set(selected)
+        self._clear_groups(partition_id, surplus)  # aborted ones (reported aborted) and surplus finished ones
+        metrics.update(
+            {
+                "training/stream/launched_prompts": launched,
+                "training/stream/aborted_groups": len(self._aborted),
+                "training/stream/surplus_groups": len(surplus - self._aborted),
+                "training/stream/invalid_groups": invalid,
+                "training/stream/busy_s": busy,
+                "training/stream/sampling_s": time.monotonic() - start,
+            }
+        )
+        partition_snapshot = dict(self.partitions[partition_id])
+        batch = self._materialize_batch(partition_id, selected, partition_snapshot)
+        metrics.update({f"training/stream/{fate}_tokens": self._step_tokens[fate] for fate in TOKEN_FATES})
+        self._aborted = set()
+        return batch, metrics
+
+
+def _add_metrics(total: dict, new: dict) -> None:
+    """Accumulate one poll's eviction metrics (counts add up; verl's dict of DAPO-filtered reward
+    counts merges). Sync sampling evicts nothing for staleness, so no mean needs weighting."""
+    for key, value in new.items():
+        if isinstance(value, dict):
+            total[key] = dict(Counter(total.get(key, {})) + Counter(value))
+        else:
+            total[key] = total.get(key, 0) + value
 
 
 def reasonrl_fields(extra_fields: dict) -> dict:

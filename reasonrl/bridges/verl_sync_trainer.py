@@ -5,8 +5,11 @@ Imported only where verl's trainers are imported (verl's TaskRunner), never at `
 
 from __future__ import annotations
 
+import itertools
 import os
 import uuid
+from functools import partial
+from types import SimpleNamespace
 
 import numpy as np
 from verl.utils import tensordict_utils as tu
@@ -38,7 +41,10 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
         self.actor_loss = verl_actor_loss.install(self, self.reasonrl_callbacks)  # one loss: verl's + every term
         self.prompt_source = single_prompt_source(self.reasonrl_callbacks)
         self.prompt_rows: dict[str, int] = {}
+        self.launch_order: dict[str, int] = {}  # uid -> launch number (streaming schedules order by it)
+        self._launch_numbers = itertools.count()
         self._wire_carried_groups()
+        self._wire_schedule()
         for _name, callback in self.reasonrl_callbacks:
             if hasattr(callback, "on_init_end"):
                 callback.on_init_end(self)
@@ -62,9 +68,36 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
                 "source (a callback with next_prompts, e.g. +reasonrl/sampling=<option>)"
             )
 
+    def _wire_schedule(self) -> None:
+        """A callback with a streaming rollout schedule (``prompts_to_launch`` + ``early_termination``)
+        drives reasonrl's replay buffer; the buffer aborts and resumes generation through verl's
+        checkpoint manager (``reject_request``: requests not yet admitted fail at once instead of
+        waiting for a resume, so the abort drains)."""
+        schedules = [(n, c) for n, c in self.reasonrl_callbacks if hasattr(c, "early_termination")]
+        if not schedules:
+            return
+        if len(schedules) > 1:
+            raise RuntimeError(f"reasonrl callbacks {[n for n, _ in schedules]} each want to schedule the rollout")
+        name, callback = schedules[0]
+        if self.reporting_buffer is None:
+            raise ValueError(
+                f"trainer.v1.sampler.custom_sampler: reasonrl callback {name!r} schedules the rollout; it needs "
+                "reasonrl's ReportingReplayBuffer (pkg://reasonrl.bridges.verl_replay_buffer)"
+            )
+        buffer = self.reporting_buffer
+        buffer.schedule = SimpleNamespace(
+            early_termination=partial(callback.early_termination, self),
+            prompts_to_launch=partial(callback.prompts_to_launch, self),
+        )
+        buffer.launch_order = self.launch_order
+        buffer.abort_requests = lambda: self.checkpoint_manager.abort_replicas(reject_request=True)
+        buffer.resume_requests = lambda: self.checkpoint_manager.resume_generation_replicas()
+
     # ---------------------------------------------------------------- prompts and outcomes
     def _next_train_batch(self, num_prompts: int | None = None):
         batch = self._next_prompt_batch(num_prompts)
+        for uid in batch["uid"]:  # launch order (a DAPO refill's prompts follow the earlier ones)
+            self.launch_order[str(uid)] = next(self._launch_numbers)
         # every callback's batch-level fields on every training batch and DAPO refill (never on
         # validation batches, which verl's _validate builds itself); verl's agent loops receive
         # them in run(**kwargs)
@@ -102,6 +135,7 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
     def _groups_finished(self, groups) -> None:
         for group in groups:
             group.row = self.prompt_rows.pop(group.uid, None)
+            self.launch_order.pop(group.uid, None)
         for _name, callback in self.reasonrl_callbacks:
             if hasattr(callback, "on_groups_finished"):
                 callback.on_groups_finished(self, groups)

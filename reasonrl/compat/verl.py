@@ -53,11 +53,17 @@ REPLAY_BUFFER = declare(
         package="verl",
         versions=VERL_0_9,
         touches="ReplayBuffer._clear_groups/_materialize_batch/_terminal_eviction_reasons/_evict_terminal_groups/"
-        "_metrics_prefix, .partitions, .finished_keys, the '<uid>_<index>' key format, the constructor's DAPO "
-        "arguments (sync_refill_failed_groups left at verl's default)",
-        used_by="ReportingReplayBuffer (finished groups for the sampling plugin; groups held for partial rollout)",
+        "_metrics_prefix/_sync_metadata_from_transfer_queue/_sampleable_terminal_keys/_select_prompt_uids, "
+        ".partitions (trajectory tags 'response_len'), .pending_keys/.running_keys/.finished_keys, .refill_fn, "
+        ".poll_interval, the '<uid>_<index>' key format, the constructor's DAPO arguments "
+        "(sync_refill_failed_groups left at verl's default); a streaming schedule replaces sample()'s loop for "
+        "training batches and aborts through the trainer's checkpoint_manager.abort_replicas(reject_request=True) / "
+        "resume_generation_replicas()",
+        used_by="ReportingReplayBuffer (finished groups for the sampling plugin; groups held for partial rollout; "
+        "the rollout plugin's seamless rollout schedule)",
         public_hook="a finished-group callback on verl's ReplayBuffer (groups trained, evicted by DAPO, discarded as "
-        "surplus) and a group-eviction predicate (hold a finished group back, refill its slot)",
+        "surplus), a group-eviction predicate (hold a finished group back, refill its slot) and a selection policy "
+        "(which finished groups to train and when to stop the step, aborting the rest)",
         needed=_reporting_buffer_selected,
     )
 )

@@ -88,6 +88,14 @@ def test_start_up_refuses_bad_values_naming_the_key():
             "+reasonrl/rollout=partial trainer.v1.sampler.custom_sampler.name=null",
             "trainer.v1.sampler.custom_sampler.name",
         ),
+        # seamless rollout: the schedule runs in reasonrl's replay buffer under reasonrl_sync ...
+        (
+            "+reasonrl/rollout=seamless trainer.v1.sampler.custom_sampler.name=null",
+            "trainer.v1.sampler.custom_sampler.name",
+        ),
+        ("+reasonrl/rollout=seamless trainer.v1.trainer_mode=sync", "trainer.v1.trainer_mode"),
+        # ... and cannot share the step with partial rollout (both decide when a group leaves it)
+        ("+reasonrl/rollout=[repeat_detection,partial,seamless]", "reasonrl.rollout.seamless"),
     ):
         with pytest.raises(ConfigError) as error:
             check_rollout(compose_config([*base, *override.split()]))
@@ -102,6 +110,7 @@ def test_start_up_refuses_bad_values_naming_the_key():
     assert error.value.key == "reasonrl.rollout.repetition_min_pattern"
     check_rollout(compose_config([*base, "+reasonrl/rollout=repeat_detection"]))  # the options themselves are valid
     check_rollout(compose_config([*base, "+reasonrl/rollout=[repeat_detection,partial]"]))
+    check_rollout(compose_config(["recipe=mimo", "+preset=cpu_tiny", "+reasonrl/rollout=seamless"]))
 
 
 class _FakeEngine:
