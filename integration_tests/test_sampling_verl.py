@@ -33,28 +33,32 @@ class FakeRollout:
         self.trainer, self.rows_seen, self.row_of = trainer, [], {}
 
     def generate_sequences(self, batch) -> None:
-        import transfer_queue as tq
-        from verl.utils.tensordict_utils import list_of_dict_to_tensordict
-
         for uid in list(batch["uid"]):
             row = self.trainer.prompt_rows[uid]
             self.rows_seen.append(row)
             self.row_of[uid] = row
-            keys, fields, tags = [], [], []
-            for session, score in enumerate(outcome(row)):
-                rm_scores = torch.zeros(3)
-                rm_scores[-1] = score
-                keys.append(f"{uid}_{session}_0")
-                fields.append(
-                    {
-                        "rm_scores": rm_scores,
-                        "responses": torch.ones(3, dtype=torch.int64),
-                        "extra_fields": {"reward_extra_info": {"acc": score}},
-                    }
-                )
-                tags.append({"status": "success", "global_steps": self.trainer.global_steps})
-            tq.kv_batch_put(keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(fields), tags=tags)
-            tq.kv_put(key=uid, partition_id="train", tag={"status": "finished"})
+            self.finish(uid, outcome(row))
+
+    def finish(self, uid: str, scores: list[float]) -> None:
+        """The group's trajectories (3 response tokens each) and its ``finished`` tag, in TransferQueue."""
+        import transfer_queue as tq
+        from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+        keys, fields, tags = [], [], []
+        for session, score in enumerate(scores):
+            rm_scores = torch.zeros(3)
+            rm_scores[-1] = score
+            keys.append(f"{uid}_{session}_0")
+            fields.append(
+                {
+                    "rm_scores": rm_scores,
+                    "responses": torch.ones(3, dtype=torch.int64),
+                    "extra_fields": {"reward_extra_info": {"acc": score}},
+                }
+            )
+            tags.append({"status": "success", "global_steps": self.trainer.global_steps, "response_len": 3})
+        tq.kv_batch_put(keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(fields), tags=tags)
+        tq.kv_put(key=uid, partition_id="train", tag={"status": "finished"})
 
 
 @pytest.fixture(scope="module")
@@ -192,25 +196,8 @@ class TimedRollout(FakeRollout):
             self.launches.append(uid)
             tq.kv_put(key=uid, partition_id="train", tag={"status": "running"})
 
-    def _finish(self, uid: str, scores: list[float]) -> None:
-        import transfer_queue as tq
-        from verl.utils.tensordict_utils import list_of_dict_to_tensordict
-
-        keys, fields, tags = [], [], []
-        for session, score in enumerate(scores):
-            rm_scores = torch.zeros(3)
-            rm_scores[-1] = score
-            keys.append(f"{uid}_{session}_0")
-            fields.append(
-                {
-                    "rm_scores": rm_scores,
-                    "responses": torch.ones(3, dtype=torch.int64),
-                    "extra_fields": {"reward_extra_info": {"acc": score}},
-                }
-            )
-            tags.append({"status": "success", "global_steps": self.trainer.global_steps, "response_len": 3})
-        tq.kv_batch_put(keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(fields), tags=tags)
-        tq.kv_put(key=uid, partition_id="train", tag={"status": "finished"})
+    def finish(self, uid: str, scores: list[float]) -> None:
+        super().finish(uid, scores)
         self.finished_at[uid] = self.now
 
     def tick(self) -> None:
@@ -218,13 +205,13 @@ class TimedRollout(FakeRollout):
         for uid, due in list(self.due.items()):
             if due <= self.now:
                 del self.due[uid]
-                self._finish(uid, outcome(self.row_of[uid]))
+                self.finish(uid, outcome(self.row_of[uid]))
 
     def abort(self) -> None:
         for uid in list(self.due):
             del self.due[uid]
             self.aborted.add(uid)
-            self._finish(uid, [0.0] * N)
+            self.finish(uid, [0.0] * N)
 
     def resume(self) -> None:
         self.resumes += 1
