@@ -115,11 +115,9 @@ def nemotron_techniques(steps: dict, run_dir: Path) -> None:
 #: and repetition penalty (0.5)
 RECIPE_REWARD_RANGE = {"kimi_k15": (-1.0, 1.5), "nemotron": (0.0, 2.0)}
 #: What only the recipe's own techniques produce in one step (its loss, its rewards).
-#: mimo: the three-step test above; longcat: its ε_pos_high schedule + masking run
-#: (test_objectives_verl.py).
-RECIPE_TECHNIQUES = {"kimi_k15": kimi_k15_techniques, "nemotron": nemotron_techniques}
-#: Steps per recipe run (kimi: a second step sends the held partial-rollout groups out again).
-RECIPE_STEPS = {"kimi_k15": 2}
+#: mimo: the Ctrl-C/resume test below; kimi_k15: its own Ctrl-C/resume test (partial rollout's held
+#: groups across the restart); longcat: its ε_pos_high schedule + masking run (test_objectives_verl.py).
+RECIPE_TECHNIQUES = {"nemotron": nemotron_techniques}
 #: Kimi's length penalty from step 1 (its warm-up is 20 steps): the group step of trainer mode
 #: reasonrl_sync then reads and writes verl's TransferQueue fields in this one-step run.
 RECIPE_OVERRIDES = {
@@ -146,13 +144,49 @@ RECIPE_OVERRIDES = {
 @pytest.mark.parametrize("recipe", sorted(RECIPE_TECHNIQUES))
 def test_every_recipe_trains_one_step_on_the_cpu_preset(tmp_path, run_tag, recipe):
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
-    total = RECIPE_STEPS.get(recipe, 1)
-    overrides = [f"trainer.total_training_steps={total}", "trainer.test_freq=-1", *RECIPE_OVERRIDES[recipe]]
+    overrides = ["trainer.total_training_steps=1", "trainer.test_freq=-1", *RECIPE_OVERRIDES[recipe]]
     result = run_to_end(train_args(recipe, run_dir, *overrides), run_tag, log)
     assert result.returncode == 0, tail(log)
     (steps,) = launch_metrics(run_dir)
-    assert_steps_trained(steps, range(1, total + 1), log, RECIPE_REWARD_RANGE[recipe])
+    assert_steps_trained(steps, range(1, 2), log, RECIPE_REWARD_RANGE[recipe])
     RECIPE_TECHNIQUES[recipe](steps, run_dir)
+
+
+def test_kimi_partial_rollout_loses_no_held_group_across_ctrl_c(tmp_path, run_tag):
+    """kimi_k15 with its own techniques (issue 22: partial rollout + repeat detection), interrupted
+    by Ctrl-C after step 1's checkpoint and resumed: the groups held at step 1 — every response's
+    tokens so far — come back from the checkpoint exactly (state digest) and go out first at step 2,
+    which trains their continued responses."""
+    run_dir, log = tmp_path / "run", tmp_path / "first.log"
+    total = 2
+    args = train_args(
+        "kimi_k15",
+        run_dir,
+        f"trainer.total_training_steps={total}",
+        "trainer.test_freq=-1",
+        *RECIPE_OVERRIDES["kimi_k15"],
+    )
+    saved = interrupt_after_first_checkpoint(args, run_dir, log, run_tag, total)
+    resume_log = tmp_path / "resume.log"
+    result = run_to_end(args, run_tag, resume_log)
+    assert result.returncode == 0, tail(resume_log)
+    first_launch, resumed = launch_metrics(run_dir)
+    assert_steps_trained(first_launch, range(1, saved + 1), log, RECIPE_REWARD_RANGE["kimi_k15"])
+    assert_steps_trained(resumed, range(saved + 1, total + 1), resume_log, RECIPE_REWARD_RANGE["kimi_k15"])
+    assert_state_restored("rollout", run_dir, saved, resume_log)
+    kimi_k15_techniques({**first_launch, **resumed}, run_dir)
+
+
+def assert_state_restored(callback: str, run_dir: Path, saved: int, resume_log: Path) -> dict:
+    """The resumed launch restored the callback's state from the last checkpoint, byte for byte."""
+    pattern = rf"\[reasonrl\] {callback}: state restored from (\S+) \(sha256 (\w+)\)"
+    restored = re.search(pattern, resume_log.read_text())
+    assert restored, tail(resume_log)
+    path, restored_digest = restored.groups()
+    assert Path(path) == run_dir / f"global_step_{saved}" / "reasonrl" / f"{callback}.npz"
+    state = load_state(path)
+    assert digest(state) == restored_digest
+    return state
 
 
 def wait_for_checkpoint(run_dir: Path, process: subprocess.Popen, log: Path, timeout: float = LAUNCH_TIMEOUT) -> int:
@@ -166,24 +200,9 @@ def wait_for_checkpoint(run_dir: Path, process: subprocess.Popen, log: Path, tim
     raise AssertionError(f"no checkpoint within {timeout} s\n{tail(log)}")
 
 
-def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag):
-    run_dir, log = tmp_path / "run", tmp_path / "first.log"
-    total = 6
-    args = train_args(
-        "mimo",
-        run_dir,
-        f"trainer.total_training_steps={total}",
-        "trainer.test_freq=-1",
-        # LongCat §3.4.1's length curriculum at CPU size: a 4-token cap fits a 3-digit sum and its
-        # end token, so the trained groups' 90th-percentile length (4) reaches 0.9 × 4 and the
-        # limit steps up to 8, where the sums (≤ 4 tokens) stay below 0.9 × 8. (The programs,
-        # ~30 tokens, are all right or all cut in a group: DAPO's filter drops them either way.)
-        "+reasonrl/length_curriculum=longcat_code",
-        f"reasonrl.length_curriculum.stages=[{','.join(map(str, LENGTH_STAGES))}]",
-        # MiMo §3.4.1's seamless rollout (the mimo recipe's option): demand-driven launching and
-        # FIFO early termination in reasonrl's replay buffer, aborting through verl's abort path
-        "+reasonrl/rollout=seamless",
-    )
+def interrupt_after_first_checkpoint(args: list[str], run_dir: Path, log: Path, run_tag: str, total: int) -> int:
+    """Launch, press Ctrl-C once a checkpoint exists, check that nothing is left behind; the step
+    of the last checkpoint (before the run's end)."""
     with log.open("w") as out:
         # a terminal's foreground job has SIGINT's default action; a test runner started in the
         # background (`cmd &` in a non-interactive shell) passes SIGINT *ignored* to its children,
@@ -213,6 +232,28 @@ def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag)
 
     saved = int((run_dir / "latest_checkpointed_iteration.txt").read_text())
     assert 1 <= saved < total, f"interrupted after step {saved} of {total}: too late to test a resume"
+    return saved
+
+
+def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag):
+    run_dir, log = tmp_path / "run", tmp_path / "first.log"
+    total = 6
+    args = train_args(
+        "mimo",
+        run_dir,
+        f"trainer.total_training_steps={total}",
+        "trainer.test_freq=-1",
+        # LongCat §3.4.1's length curriculum at CPU size: a 4-token cap fits a 3-digit sum and its
+        # end token, so the trained groups' 90th-percentile length (4) reaches 0.9 × 4 and the
+        # limit steps up to 8, where the sums (≤ 4 tokens) stay below 0.9 × 8. (The programs,
+        # ~30 tokens, are all right or all cut in a group: DAPO's filter drops them either way.)
+        "+reasonrl/length_curriculum=longcat_code",
+        f"reasonrl.length_curriculum.stages=[{','.join(map(str, LENGTH_STAGES))}]",
+        # MiMo §3.4.1's seamless rollout (the mimo recipe's option): demand-driven launching and
+        # FIFO early termination in reasonrl's replay buffer, aborting through verl's abort path
+        "+reasonrl/rollout=seamless",
+    )
+    saved = interrupt_after_first_checkpoint(args, run_dir, log, run_tag, total)
     resume_log = tmp_path / "resume.log"
     result = run_to_end(args, run_tag, resume_log)
     assert result.returncode == 0, tail(resume_log)
@@ -220,11 +261,7 @@ def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag)
     assert_steps_trained(resumed, range(saved + 1, total + 1), resume_log)
     assert max(training_steps(first_launch)) >= saved
     # the sampler's state (mimo: easy pool + dynamic sampling) is back exactly as checkpointed
-    restored = re.search(r"\[reasonrl\] sampling: state restored from (\S+) \(sha256 (\w+)\)", resume_log.read_text())
-    assert restored, tail(resume_log)
-    path, restored_digest = restored.groups()
-    assert Path(path) == run_dir / f"global_step_{saved}" / "reasonrl" / "sampling.npz"
-    assert digest(load_state(path)) == restored_digest
+    assert_state_restored("sampling", run_dir, saved, resume_log)
     assert resumed[saved + 1]["reasonrl/sampling/drawn"] >= 16, "the restored sampler drives the next step"
     assert (run_dir / "latest_checkpointed_iteration.txt").read_text().strip() == str(total)
     assert (run_dir / f"global_step_{total}" / "actor").is_dir()
@@ -247,12 +284,8 @@ def assert_seamless_rollout(first_launch: dict, resumed: dict, run_dir: Path, sa
             assert metrics["reasonrl/rollout/seamless_sample_waste"] == pytest.approx(waste), (step, metrics)
             assert 0.0 <= metrics["reasonrl/rollout/seamless_idle_ratio"] <= 1.0
             assert 0.0 < metrics["reasonrl/rollout/seamless_valid_rate"] < 1.0
-    restored = re.search(r"\[reasonrl\] rollout: state restored from (\S+) \(sha256 (\w+)\)", resume_log.read_text())
-    assert restored, tail(resume_log)
-    path, restored_digest = restored.groups()
-    assert Path(path) == run_dir / f"global_step_{saved}" / "reasonrl" / "rollout.npz"
-    state = load_state(path)
-    assert digest(state) == restored_digest and 0 < int(state["valid_finished"]) <= int(state["finished"])
+    state = assert_state_restored("rollout", run_dir, saved, resume_log)
+    assert 0 < int(state["valid_finished"]) <= int(state["finished"])
 
 
 def assert_mimo_rewards_progress_and_plot(first_launch, resumed, run_dir, resume_log, run_tag) -> None:
