@@ -166,13 +166,10 @@ def test_kimi_partial_rollout_loses_no_held_group_across_ctrl_c(tmp_path, run_ta
         "trainer.test_freq=-1",
         *RECIPE_OVERRIDES["kimi_k15"],
     )
-    saved = interrupt_after_first_checkpoint(args, run_dir, log, run_tag, total)
-    resume_log = tmp_path / "resume.log"
-    result = run_to_end(args, run_tag, resume_log)
-    assert result.returncode == 0, tail(resume_log)
-    first_launch, resumed = launch_metrics(run_dir)
+    saved, first_launch, resumed, resume_log = interrupt_and_resume(
+        args, run_dir, tmp_path, run_tag, total, RECIPE_REWARD_RANGE["kimi_k15"]
+    )
     assert_steps_trained(first_launch, range(1, saved + 1), log, RECIPE_REWARD_RANGE["kimi_k15"])
-    assert_steps_trained(resumed, range(saved + 1, total + 1), resume_log, RECIPE_REWARD_RANGE["kimi_k15"])
     assert_state_restored("rollout", run_dir, saved, resume_log)
     kimi_k15_techniques({**first_launch, **resumed}, run_dir)
 
@@ -235,8 +232,23 @@ def interrupt_after_first_checkpoint(args: list[str], run_dir: Path, log: Path, 
     return saved
 
 
+def interrupt_and_resume(
+    args: list[str], run_dir: Path, tmp_path: Path, run_tag: str, total: int, reward_range=(0.0, 1.0)
+) -> tuple[int, dict, dict, Path]:
+    """Ctrl-C after the first checkpoint (``first.log``), then the same command again to the end
+    (``resume.log``), which trains the remaining steps: (saved step, first launch's metrics,
+    resumed launch's metrics, the resume log)."""
+    saved = interrupt_after_first_checkpoint(args, run_dir, tmp_path / "first.log", run_tag, total)
+    resume_log = tmp_path / "resume.log"
+    result = run_to_end(args, run_tag, resume_log)
+    assert result.returncode == 0, tail(resume_log)
+    first_launch, resumed = launch_metrics(run_dir)
+    assert_steps_trained(resumed, range(saved + 1, total + 1), resume_log, reward_range)
+    return saved, first_launch, resumed, resume_log
+
+
 def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag):
-    run_dir, log = tmp_path / "run", tmp_path / "first.log"
+    run_dir = tmp_path / "run"
     total = 6
     args = train_args(
         "mimo",
@@ -253,12 +265,7 @@ def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag)
         # FIFO early termination in reasonrl's replay buffer, aborting through verl's abort path
         "+reasonrl/rollout=seamless",
     )
-    saved = interrupt_after_first_checkpoint(args, run_dir, log, run_tag, total)
-    resume_log = tmp_path / "resume.log"
-    result = run_to_end(args, run_tag, resume_log)
-    assert result.returncode == 0, tail(resume_log)
-    first_launch, resumed = launch_metrics(run_dir)
-    assert_steps_trained(resumed, range(saved + 1, total + 1), resume_log)
+    saved, first_launch, resumed, resume_log = interrupt_and_resume(args, run_dir, tmp_path, run_tag, total)
     assert max(training_steps(first_launch)) >= saved
     # the sampler's state (mimo: easy pool + dynamic sampling) is back exactly as checkpointed
     assert_state_restored("sampling", run_dir, saved, resume_log)

@@ -132,6 +132,13 @@ class TrainerCallback:
     build: Callable[[Any], Any]
 
 
+#: Where reasonrl's replay buffer logs a streaming schedule's raw counts, per step
+#: (``<prefix><fate>_tokens`` for each of :data:`TOKEN_FATES`, ``launched_prompts``, ``busy_s``, ...).
+STREAM_METRICS = "training/stream/"
+#: What became of a step's generated response tokens under a streaming schedule.
+TOKEN_FATES = ("trained", "untrained", "aborted")
+
+
 @dataclass(frozen=True)
 class RolloutGroup:
     """One prompt group of a training step, as a streaming rollout schedule sees it."""

@@ -98,14 +98,14 @@ def check_rollout(config) -> None:
     if settings.repetition_detection or partial:
         require_agent_loop(config, AGENT_LOOP, "repeat detection / partial rollout (+reasonrl/rollout=<option>)")
     if partial or settings.seamless:
-        what = "partial rollout" if partial else "seamless rollout"
-        require_trainer_mode(config, f"{what} (a trainer callback and reasonrl's replay buffer)")
+        option = "partial" if partial else "seamless"
+        require_trainer_mode(config, f"{option} rollout (a trainer callback and reasonrl's replay buffer)")
         buffer = config_value(config, "trainer.v1.sampler.custom_sampler.name")
         if buffer != "ReportingReplayBuffer":
             raise ConfigError(
                 "trainer.v1.sampler.custom_sampler.name",
-                f"is {buffer!r}: {what} runs in reasonrl's ReportingReplayBuffer "
-                f"(+reasonrl/rollout={'partial' if partial else 'seamless'} sets it)",
+                f"is {buffer!r}: {option} rollout runs in reasonrl's ReportingReplayBuffer "
+                f"(+reasonrl/rollout={option} sets it)",
             )
     elif settings.repetition_detection and settings.repetition_penalty:
         require_trainer_mode(config, "the repetition penalty (a trainer callback)")

@@ -30,6 +30,7 @@ import json
 from typing import Any
 
 from reasonrl.compat.verl import non_tensor_items
+from reasonrl.contracts import STREAM_METRICS, TOKEN_FATES
 from reasonrl.plugins.rollout.config import (
     BUDGET_FIELD,
     CARRIED_FIELD,
@@ -219,24 +220,19 @@ class SeamlessRolloutCallback(RolloutCallback):
 
     def before_advantage(self, trainer, batch, metrics: dict) -> None:
         super().before_advantage(trainer, batch, metrics)
-        tokens = {
-            fate: float(metrics.get(f"training/stream/{fate}_tokens", 0.0))
-            for fate in ("trained", "untrained", "aborted")
-        }
-        sampling = float(metrics.get("training/stream/sampling_s", 0.0))
+        stream = {key[len(STREAM_METRICS) :]: float(v) for key, v in metrics.items() if key.startswith(STREAM_METRICS)}
+        tokens = {fate: stream.get(f"{fate}_tokens", 0.0) for fate in TOKEN_FATES}
+        sampling = stream.get("sampling_s", 0.0)
         metrics.update(
             {
                 "reasonrl/rollout/seamless_sample_waste": sample_waste(sum(tokens.values()), tokens["trained"]),
-                "reasonrl/rollout/seamless_idle_ratio": idle_ratio(
-                    float(metrics.get("training/stream/busy_s", 0.0)), sampling
-                ),
+                "reasonrl/rollout/seamless_idle_ratio": idle_ratio(stream.get("busy_s", 0.0), sampling),
                 "reasonrl/rollout/seamless_rollout_time_s": sampling,
                 "reasonrl/rollout/seamless_valid_rate": self._last_rate,
-                "reasonrl/rollout/seamless_launched_prompts": float(metrics.get("training/stream/launched_prompts", 0)),
-                "reasonrl/rollout/seamless_aborted_groups": float(metrics.get("training/stream/aborted_groups", 0)),
-                "reasonrl/rollout/seamless_surplus_groups": float(metrics.get("training/stream/surplus_groups", 0)),
             }
         )
+        for count in ("launched_prompts", "aborted_groups", "surplus_groups"):
+            metrics[f"reasonrl/rollout/seamless_{count}"] = stream.get(count, 0.0)
 
     def state_dict(self) -> dict[str, Any]:
         return {"valid_finished": self.valid_finished, "finished": self.finished}

@@ -29,7 +29,7 @@ from typing import Any, Callable
 import transfer_queue as tq
 
 from reasonrl.compat.verl import replay_buffer_base, replay_buffer_uid
-from reasonrl.contracts import RolloutGroup, RolloutView
+from reasonrl.contracts import STREAM_METRICS, TOKEN_FATES, RolloutGroup, RolloutView
 
 ReplayBuffer = replay_buffer_base()  # version-guarded: this class overrides verl internals (compat.verl.REPLAY_BUFFER)
 
@@ -52,9 +52,6 @@ class FinishedGroup:
         """Whether the group's rewards say how the policy did on its prompt (not held, not aborted)."""
         return not (self.held or self.aborted)
 
-
-#: What became of a step's generated response tokens under a streaming schedule.
-TOKEN_FATES = ("trained", "untrained", "aborted")
 
 #: Extra fields whose names start with this reach the FinishedGroup records.
 REASONRL_FIELD_PREFIX = "reasonrl_"
@@ -156,10 +153,8 @@ class ReportingReplayBuffer(ReplayBuffer):
         # evicted (DAPO, failed, held), surplus and aborted groups: reported before verl drops them
         self._report(partition_id, uids, trained=False)
         if partition_id == "train" and self.schedule is not None:
-            for uid in uids:
-                self._step_tokens["aborted" if uid in self._aborted else "untrained"] += self._response_tokens(
-                    partition_id, {uid}
-                )
+            self._step_tokens["aborted"] += self._response_tokens(partition_id, set(uids) & self._aborted)
+            self._step_tokens["untrained"] += self._response_tokens(partition_id, set(uids) - self._aborted)
         super()._clear_groups(partition_id, uids)
         for uid in uids:
             self._hold_verdicts.pop(uid, None)
@@ -236,19 +231,18 @@ class ReportingReplayBuffer(ReplayBuffer):
             self.resume_requests()
         surplus = (self.finished_keys[partition_id] | self.failure_keys[partition_id]) - set(selected)
         self._clear_groups(partition_id, surplus)  # aborted ones (reported aborted) and surplus finished ones
-        metrics.update(
-            {
-                "training/stream/launched_prompts": launched,
-                "training/stream/aborted_groups": len(self._aborted),
-                "training/stream/surplus_groups": len(surplus - self._aborted),
-                "training/stream/invalid_groups": invalid,
-                "training/stream/busy_s": busy,
-                "training/stream/sampling_s": time.monotonic() - start,
-            }
-        )
+        counts = {
+            "launched_prompts": launched,
+            "aborted_groups": len(self._aborted),
+            "surplus_groups": len(surplus - self._aborted),
+            "invalid_groups": invalid,
+            "busy_s": busy,
+            "sampling_s": time.monotonic() - start,
+        }
+        metrics.update({STREAM_METRICS + name: value for name, value in counts.items()})
         partition_snapshot = dict(self.partitions[partition_id])
         batch = self._materialize_batch(partition_id, selected, partition_snapshot)
-        metrics.update({f"training/stream/{fate}_tokens": self._step_tokens[fate] for fate in TOKEN_FATES})
+        metrics.update({f"{STREAM_METRICS}{fate}_tokens": self._step_tokens[fate] for fate in TOKEN_FATES})
         self._aborted = set()
         return batch, metrics
 

@@ -16,7 +16,7 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.dataset.rl_dataset import collate_fn
 
 from reasonrl.bridges import verl_actor_loss
-from reasonrl.bridges.verl_trainer import build_callbacks, callback_state_path, single_prompt_source
+from reasonrl.bridges.verl_trainer import build_callbacks, callback_state_path, single_callback, single_prompt_source
 from reasonrl.compat.verl import sync_trainer_base
 from reasonrl.evaluation import validation_pass_at_k
 from reasonrl.state_io import digest, load_state, save_state
@@ -73,12 +73,10 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
         drives reasonrl's replay buffer; the buffer aborts and resumes generation through verl's
         checkpoint manager (``reject_request``: requests not yet admitted fail at once instead of
         waiting for a resume, so the abort drains)."""
-        schedules = [(n, c) for n, c in self.reasonrl_callbacks if hasattr(c, "early_termination")]
-        if not schedules:
+        schedule = single_callback(self.reasonrl_callbacks, "early_termination", "schedule the rollout")
+        if schedule is None:
             return
-        if len(schedules) > 1:
-            raise RuntimeError(f"reasonrl callbacks {[n for n, _ in schedules]} each want to schedule the rollout")
-        name, callback = schedules[0]
+        name, callback = schedule
         if self.reporting_buffer is None:
             raise ValueError(
                 f"trainer.v1.sampler.custom_sampler: reasonrl callback {name!r} schedules the rollout; it needs "

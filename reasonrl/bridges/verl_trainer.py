@@ -50,14 +50,19 @@ def register_when_imported() -> None:
     run_after_import(TRAINERS_PACKAGE, register)
 
 
+def single_callback(callbacks: list[tuple[str, Any]], method: str, role: str) -> tuple[str, Any] | None:
+    """``(name, callback)`` of the one callback with ``method`` (e.g. the prompt source), or None;
+    several of them in one run are refused, naming them and the ``role`` each wants."""
+    found = [(name, callback) for name, callback in callbacks if hasattr(callback, method)]
+    if len(found) > 1:
+        raise RuntimeError(f"reasonrl callbacks {[name for name, _ in found]} each want to {role}: enable one")
+    return found[0] if found else None
+
+
 def single_prompt_source(callbacks: list[tuple[str, Any]]) -> Any:
     """The one callback that chooses the prompts (``next_prompts``), or None: verl's dataloader."""
-    sources = [(name, callback) for name, callback in callbacks if hasattr(callback, "next_prompts")]
-    if len(sources) > 1:
-        raise RuntimeError(
-            f"reasonrl callbacks {[name for name, _ in sources]} each want to choose the prompts: enable one"
-        )
-    return sources[0][1] if sources else None
+    found = single_callback(callbacks, "next_prompts", "choose the prompts")
+    return found[1] if found else None
 
 
 def callback_state_path(checkpoint_folder: str, name: str) -> str:
