@@ -116,7 +116,8 @@ def nemotron_techniques(steps: dict, run_dir: Path) -> None:
 RECIPE_REWARD_RANGE = {"kimi_k15": (-1.0, 1.5), "nemotron": (0.0, 2.0)}
 #: What only the recipe's own techniques produce in one step (its loss, its rewards).
 #: mimo: the Ctrl-C/resume test below; kimi_k15: its own Ctrl-C/resume test (partial rollout's held
-#: groups across the restart); longcat: its ε_pos_high schedule + masking run (test_objectives_verl.py).
+#: groups across the restart); longcat: its staleness Ctrl-C/resume test (ε_pos_high schedule, masking,
+#: DORA's kept groups across the restart).
 RECIPE_TECHNIQUES = {"nemotron": nemotron_techniques}
 #: Kimi's length penalty from step 1 (its warm-up is 20 steps): the group step of trainer mode
 #: reasonrl_sync then reads and writes verl's TransferQueue fields in this one-step run.
@@ -245,6 +246,59 @@ def interrupt_and_resume(
     first_launch, resumed = launch_metrics(run_dir)
     assert_steps_trained(resumed, range(saved + 1, total + 1), resume_log, reward_range)
     return saved, first_launch, resumed, resume_log
+
+
+def test_longcat_staleness_rollout_keeps_its_buffer_across_ctrl_c(tmp_path, run_tag):
+    """longcat with its own techniques: LongCat §3.1.1's staleness-bounded rollout
+    (+reasonrl/rollout=staleness, issue 22), the ε_pos_high schedule 0.2 → 0.3 reaching the loss in
+    verl's actor worker, incomplete-signal masking; interrupted by Ctrl-C after the first
+    checkpoint and resumed: the finished groups kept in the replay buffer come back exactly
+    (TransferQueue's checkpoint, digest), no step trains a group more than `staleness` versions old."""
+    run_dir = tmp_path / "run"
+    total = 3
+    args = train_args(
+        "longcat",
+        run_dir,
+        f"trainer.total_training_steps={total}",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        "+reasonrl/rollout=staleness",
+        "reasonrl.objective.eps_pos_high=0.2",
+        "reasonrl.objective.eps_pos_high_schedule=linear",
+        "reasonrl.objective.eps_pos_high_end=0.3",
+        "reasonrl.objective.eps_pos_high_steps=2",
+        # incomplete-signal masking: 3 response tokens cut every 3-digit answer (about half the
+        # sums) before its EOS; no response counts as a repetition loop (min_repeats > window),
+        # so every cut response must be flagged and masked
+        "data.max_response_length=3",
+        "reasonrl.rewards.repetition_window=8",
+        "reasonrl.rewards.repetition_min_repeats=9",
+    )
+    saved, first_launch, resumed, resume_log = interrupt_and_resume(args, run_dir, tmp_path, run_tag, total)
+    both = {s: {**first_launch.get(s, {}), **resumed.get(s, {})} for s in {*first_launch, *resumed}}
+    first_log = (tmp_path / "first.log").read_text()
+    kept_saved = re.findall(rf"kept_groups: (\d+) groups saved at step {saved} \(sha256 (\w+)\)", first_log)
+    kept_restored = re.search(r"kept_groups: (\d+) groups restored from (\S+) \(sha256 (\w+)\)", resume_log.read_text())
+    assert kept_saved and kept_restored, tail(resume_log)
+    assert Path(kept_restored.group(2)).parent.parent == run_dir / f"global_step_{saved}"
+    assert (kept_restored.group(1), kept_restored.group(3)) == kept_saved[-1], "the kept groups, exactly"
+    assert_state_restored("rollout", run_dir, saved, resume_log)
+    for step in range(1, total + 1):
+        metrics = both[step]
+        assert metrics["reasonrl/rollout/staleness_trained_staleness_max"] <= 1, "the bound (staleness: 1)"
+        assert metrics["training/off_policy/trajectory_staleness/max"] <= 1, "verl's own count agrees"
+        assert metrics["reasonrl/rollout/staleness_reused_groups"] <= 8, "reuse_ratio 0.5 of 16 prompts"
+        # min(exp(old − rollout), C): in (0, C]; masking ran on the step's TransferQueue fields
+        assert 0.0 < metrics["actor/longcat/tis_mean"] <= 2.0 + 1e-6
+        assert 1 <= metrics["reasonrl/incomplete"] == metrics["reasonrl/incomplete_masked"] < 64
+        assert metrics["response_length/max"] <= 3 and metrics["reward/math_graded"] > 0
+        for region in ("low", "high", "dual_floor"):
+            assert 0.0 <= metrics[f"actor/longcat/clipfrac_{region}"] <= 1.0
+    reused = sum(both[s]["reasonrl/rollout/staleness_reused_groups"] for s in range(2, total + 1))
+    assert reused > 0, "kept groups trained in a later step"
+    for step, expected in ((1, 0.2), (2, 0.3)):
+        assert abs(both[step]["actor/eps_pos_high"] - expected) < 1e-9
+        assert abs(both[step]["actor/longcat/eps_pos_high"] - expected) < 1e-9, "the value the loss used in the worker"
 
 
 def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag):

@@ -1,6 +1,6 @@
 """The objectives plugin against the real verl: discovery in a fresh process, the Megatron
-actor config, the CLI's config output, and a CPU training run whose ε_pos_high schedule
-reaches the loss in verl's actor worker."""
+actor config, the CLI's config output. (The CPU training run whose ε_pos_high schedule reaches
+the loss in verl's actor worker: the longcat run of test_cpu_main_job.py.)"""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import pytest
 import torch
 import yaml
 
-from reasonrl.testing.cpu_runs import assert_steps_trained, launch_metrics, run_to_end, tail, train_args
 from reasonrl.testing.fresh_process import python_fresh, reasonrl_fresh
 
 pytestmark = pytest.mark.integration
@@ -108,48 +107,6 @@ def test_invalid_knob_stops_the_cli_before_any_work():
         result.returncode == 2 and "reasonrl.objective.eps_neg_high" in result.stderr and "(1.0, inf)" in result.stderr
     )
     assert result.stdout == ""
-
-
-def test_longcat_recipe_trains_with_a_linear_schedule_that_reaches_the_loss(tmp_path, run_tag):
-    """Two steps, ε_pos_high 0.2 → 0.3: the trainer logs the schedule (actor/eps_pos_high)
-    and the longcat loss, inside verl's actor worker, reports the value it used."""
-    run_dir, log = tmp_path / "run", tmp_path / "train.log"
-    schedule = [
-        "reasonrl.objective.eps_pos_high=0.2",
-        "reasonrl.objective.eps_pos_high_schedule=linear",
-        "reasonrl.objective.eps_pos_high_end=0.3",
-        "reasonrl.objective.eps_pos_high_steps=2",
-    ]
-    # The recipe's incomplete-signal masking: 3 response tokens cut every 3-digit answer (about
-    # half the sums) before its EOS; no response counts as a repetition loop (min_repeats >
-    # window), so every cut response must be flagged and masked.
-    no_loops = [
-        "data.max_response_length=3",
-        "reasonrl.rewards.repetition_window=8",
-        "reasonrl.rewards.repetition_min_repeats=9",
-    ]
-    overrides = [
-        "trainer.total_training_steps=2",
-        "trainer.val_before_train=false",
-        "trainer.test_freq=-1",
-        *schedule,
-        *no_loops,
-    ]
-    result = run_to_end(train_args("longcat", run_dir, *overrides), run_tag, log)
-    assert result.returncode == 0, tail(log)
-    (steps,) = launch_metrics(run_dir)
-    assert_steps_trained(steps, range(1, 3), log)
-    for step, expected in ((1, 0.2), (2, 0.3)):
-        assert abs(steps[step]["actor/eps_pos_high"] - expected) < 1e-9
-        assert abs(steps[step]["actor/longcat/eps_pos_high"] - expected) < 1e-9, "the value the loss used in the worker"
-        for region in ("low", "high", "dual_floor"):
-            assert 0.0 <= steps[step][f"actor/longcat/clipfrac_{region}"] <= 1.0
-        # min(exp(old − rollout), C): in (0, C]; its mean is near 1, on either side
-        assert 0.0 < steps[step]["actor/longcat/tis_mean"] <= 2.0 + 1e-6
-        # masking ran on the step's TransferQueue fields (of 16 × 4 responses)
-        assert 1 <= steps[step]["reasonrl/incomplete"] == steps[step]["reasonrl/incomplete_masked"] < 64
-        assert steps[step]["response_length/max"] <= 3
-        assert steps[step]["reward/math_graded"] > 0  # the recipe's reward manager: Math-Verify on the sums
 
 
 def test_kimi_optimizer_reset_is_built_by_verls_own_optimizer_factory():

@@ -283,3 +283,80 @@ def test_seamless_rollout_stops_each_step_by_fifo_early_termination(transfer_que
     saved = load_state(callback_state_path(str(tmp_path / "run" / "global_step_3"), "rollout"))
     schedule = callbacks["rollout"]
     assert 0 < int(saved["valid_finished"]) == schedule.valid_finished <= int(saved["finished"]) == schedule.finished
+
+
+def test_staleness_bounded_rollout_reuses_kept_groups_within_the_bound(transfer_queue, tmp_path):
+    """LongCat §3.1.1 (DORA) through verl's own replay buffer and trainer (issue 22): the seamless
+    schedule's surplus finished valid groups stay in the buffer, tagged with the step (policy
+    version) that generated them; a later step trains up to reuse_ratio · batch of them first, never
+    one more than `staleness` versions old (older ones are cleared, reported untrained), then the
+    FIFO-selected fresh groups; the batch is shuffled; kept groups survive a checkpoint exactly
+    (TransferQueue's own save/load, digest)."""
+    import random
+
+    from reasonrl.api import fifo_early_termination
+
+    staleness, reuse = 1, 1  # reuse_ratio 0.25 of BATCH = 4: one kept group per step
+    trainer = _trainer(tmp_path / "run", "+reasonrl/rollout=staleness", "reasonrl.rollout.reuse_ratio=0.25")
+    engine = TimedRollout(trainer)
+    trainer.agent_loop_manager = engine
+    trainer.checkpoint_manager.abort_replicas = lambda reject_request=False: engine.abort()
+    trainer.checkpoint_manager.resume_generation_replicas = engine.resume
+    trainer._load_checkpoint()
+    trainer.on_init_end()
+    buffer = trainer.replay_buffer
+    buffer._poll_wait = engine.tick
+    callbacks = dict(trainer.reasonrl_callbacks)
+    reported = []
+    listener = buffer.group_listener
+    buffer.group_listener = lambda groups: (reported.extend(groups), listener(groups))
+
+    def is_valid(uid: str) -> bool:
+        return outcome(engine.row_of[uid]) == [1.0, 0.0] * (N // 2) and uid not in engine.aborted
+
+    launched_at: dict[str, int] = {}
+    kept: list[str] = []  # in the order the buffer keeps them: launch step, then launch order
+    reused_total, cleared_stale = 0, []
+    for step in range(1, 6):
+        trainer.global_steps = step
+        stale = [uid for uid in kept if step - launched_at[uid] > staleness]
+        kept = [uid for uid in kept if uid not in stale]
+        reused, parked = kept[:reuse], kept[reuse:]
+        first = len(engine.launches)
+        trainer.prepare_step()
+        batch, metrics = buffer.sample(global_steps=step, partition_id="train", batch_size=BATCH)
+        callbacks["rollout"].before_advantage(trainer, batch, metrics)
+        launched = engine.launches[first:]
+        launched_at.update({uid: step for uid in launched})
+        valid = [is_valid(uid) for uid in launched]
+        finish = [engine.finished_at[uid] if uid not in engine.aborted else None for uid in launched]
+        fresh, _stop = fifo_early_termination(finish, valid, BATCH - len(reused))
+        expected = [*reused, *(launched[i] for i in fresh)]
+        random.Random(step).shuffle(expected)
+        order = list(dict.fromkeys(key.split("_")[0] for key in batch.keys))
+        assert order == expected, f"step {step}: the kept groups first, then FIFO, shuffled"
+        assert all(step - launched_at[uid] <= staleness for uid in order), "the staleness bound"
+        assert metrics["reasonrl/rollout/staleness_trained_staleness_max"] == max(step - launched_at[u] for u in order)
+        assert metrics["reasonrl/rollout/staleness_reused_groups"] == len(reused)
+        assert metrics["reasonrl/rollout/staleness_stale_groups"] == len(stale)
+        surplus = [uid for uid, ok in zip(launched, valid) if ok and uid not in expected]
+        kept = parked + surplus
+        assert metrics["reasonrl/rollout/staleness_kept_groups"] == len(kept)
+        reused_total, cleared_stale = reused_total + len(reused), cleared_stale + stale
+        transfer_queue.kv_clear(keys=batch.keys, partition_id="train")
+        buffer._sync_metadata_from_transfer_queue()
+        assert buffer.finished_keys["train"] == set(kept) and not buffer.running_keys["train"], "only kept ones left"
+    assert reused_total > 0 and cleared_stale, "the run exercised both reuse and the bound"
+    by_uid = {group.uid: group for group in reported}
+    assert set(by_uid) | set(kept) == set(engine.launches) and not set(by_uid) & set(kept), "each reported once"
+    assert all(not by_uid[uid].trained and by_uid[uid].outcome for uid in cleared_stale), "stale: untrained outcomes"
+
+    trainer._save_checkpoint()  # step 5's kept groups: TransferQueue's checkpoint + their dataset rows
+    saved_digest = buffer.kept_groups_digest()
+    assert saved_digest[0] == len(kept) > 0
+    transfer_queue.kv_clear(keys=[*kept, *buffer.partitions["train"]], partition_id="train")
+    assert buffer.kept_groups_digest()[0] == 0
+    rows = {uid: trainer.prompt_rows.pop(uid) for uid in kept}
+    trainer.resumed_from = str(tmp_path / "run" / "global_step_5")
+    trainer._restore_kept_groups()
+    assert buffer.kept_groups_digest() == saved_digest and {u: trainer.prompt_rows[u] for u in kept} == rows

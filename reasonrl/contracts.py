@@ -117,7 +117,11 @@ class TrainerCallback:
       aborts every request still in flight, waits for them, resumes generation and trains exactly
       those groups — the unfinished ones are reported with ``aborted=True`` (not outcomes), the
       other finished ones as untrained surplus (e.g. MiMo's seamless rollout, FIFO early
-      termination);
+      termination). A schedule with ``staleness`` (an int, policy versions; optional
+      ``reuse_ratio``) keeps the surplus finished valid groups in the buffer instead: a later step
+      trains up to ``reuse_ratio`` of its batch from them while they lag the trainer by at most
+      ``staleness`` versions, and clears them past it (LongCat's DORA); kept groups travel in the
+      checkpoint (TransferQueue's own ``save_checkpoint``);
     - ``actor_loss_term() -> term``: a term of the actor's loss (``adjust_config(config, data)``
       for per-step values on verl's loss config, ``loss(config, model_output, data, metrics)``
       for an additive, already weighted term, ``on_worker()``); the trainer composes every
@@ -154,12 +158,15 @@ class RolloutView:
 
     ``groups``: in launch order, the groups that can still be trained or are still running (groups
     the DAPO filter evicted are gone: they count in ``invalid_finished``); ``batch_size``: groups the
-    step trains; ``free_slots``: prompts that may still be launched (verl's in-flight bound)."""
+    step trains; ``free_slots``: prompts that may still be launched (verl's in-flight bound);
+    ``reused``: the first groups of ``groups``, finished in an earlier step and kept in the buffer
+    (staleness-bounded reuse: an earlier view already counted them)."""
 
     groups: tuple[RolloutGroup, ...]
     batch_size: int
     invalid_finished: int
     free_slots: int
+    reused: int = 0
 
     @property
     def valid_finished(self) -> int:

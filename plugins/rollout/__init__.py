@@ -18,7 +18,7 @@ from __future__ import annotations
 from reasonrl.config import ConfigError, config_value, require_agent_loop, require_trainer_mode
 from reasonrl.contracts import ConfigGroup, PluginInfo, Registration, TrainerCallback
 from reasonrl.hookspecs import hookimpl
-from reasonrl.plugins.rollout.config import AGENT_LOOP, KEY, ROLLOUT_GROUP
+from reasonrl.plugins.rollout.config import AGENT_LOOP, ROLLOUT_GROUP
 
 
 def _register_agent_loop() -> None:
@@ -38,7 +38,8 @@ def reasonrl_plugin_info() -> PluginInfo:
     return PluginInfo(
         name="rollout",
         summary="rollout: vLLM repeat detection with a reward penalty; partial rollout with a token budget; "
-        "seamless rollout (demand-driven launching, FIFO early termination); staleness core; FP8 generation",
+        "seamless rollout (demand-driven launching, FIFO early termination); staleness-bounded reuse of finished "
+        "groups (DORA); FP8 generation",
         reports=("Kimi k1.5 §2.6.2", "MiMo-7B §3.4.1", "LongCat-Flash-Thinking §3.1.1", "Llama-Nemotron §5.2.3"),
     )
 
@@ -83,22 +84,15 @@ def reasonrl_api_functions() -> dict:
 def check_rollout(config) -> None:
     """Repeat detection and partial rollout run in the ``reasonrl_rollout`` agent loop under trainer
     mode ``reasonrl_sync`` (partial rollout also needs reasonrl's replay buffer, which holds the
-    unfinished groups; so does seamless rollout, which it schedules); staleness has no verl trainer
-    path yet: refused."""
+    unfinished groups; so do seamless and staleness-bounded rollout, which it schedules)."""
     from reasonrl.plugins.rollout.config import settings_from
 
     settings = settings_from(config)
-    if settings.staleness is not None:
-        raise ConfigError(
-            f"{KEY}.staleness",
-            "is set, but this reasonrl version has no verl trainer path for it yet (its core and the "
-            "benchmark's simulator exist: plugins/rollout/README.md); leave it null",
-        )
     partial = settings.token_budget is not None
     if settings.repetition_detection or partial:
         require_agent_loop(config, AGENT_LOOP, "repeat detection / partial rollout (+reasonrl/rollout=<option>)")
-    if partial or settings.seamless:
-        option = "partial" if partial else "seamless"
+    if partial or settings.seamless or settings.staleness is not None:
+        option = "partial" if partial else "staleness" if settings.staleness is not None else "seamless"
         require_trainer_mode(config, f"{option} rollout (a trainer callback and reasonrl's replay buffer)")
         buffer = config_value(config, "trainer.v1.sampler.custom_sampler.name")
         if buffer != "ReportingReplayBuffer":

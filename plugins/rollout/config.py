@@ -63,7 +63,8 @@ class RolloutConfig:
     )
     staleness: int | None = knob(
         None,
-        help="LongCat §3.1.1 DORA: policy versions a finished sample may lag the trainer (>= 0); null: off",
+        help="LongCat §3.1.1 DORA: policy versions a finished sample may lag the trainer (>= 0); runs the "
+        "seamless schedule and keeps its surplus finished groups for later steps; null: off",
     )
     reuse_ratio: float = knob(
         0.0,
@@ -84,6 +85,12 @@ class RolloutConfig:
             )
         if self.staleness is not None and int(self.staleness) < 0:
             raise ConfigError(f"{KEY}.staleness", f"must be >= 0 policy versions (or null: off), got {self.staleness}")
+        if self.token_budget is not None and self.staleness is not None:
+            raise ConfigError(
+                f"{KEY}.staleness",
+                "cannot run with token_budget (partial rollout): DORA generates each response with one policy "
+                "version, partial rollout continues it under newer ones; pick one",
+            )
         if self.seamless and self.token_budget is not None:
             raise ConfigError(
                 f"{KEY}.seamless",

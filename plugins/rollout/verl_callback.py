@@ -22,6 +22,11 @@ step's demand at the live valid rate (``seamless.tasks_to_launch``), the step st
 termination (``seamless.fifo_early_termination``, the public facade) and the rest aborted. Logs
 MiMo's ratios from the buffer's counts: ``reasonrl/rollout/seamless_{sample_waste,idle_ratio,
 rollout_time_s,valid_rate,launched_prompts,aborted_groups,surplus_groups}``.
+
+Staleness-bounded streaming (LongCat §3.1.1 DORA; ``StalenessRolloutCallback``): the seamless
+schedule with a ``staleness`` bound — the buffer keeps surplus finished groups for later steps.
+Logs ``reasonrl/rollout/staleness_{kept_groups,reused_groups,stale_groups,trained_staleness_max,
+trained_staleness_mean}``.
 """
 
 from __future__ import annotations
@@ -201,7 +206,7 @@ class SeamlessRolloutCallback(RolloutCallback):
         self._last_rate = 0.0  # the valid rate the last step stopped at (logged)
 
     def valid_rate(self, view) -> float:
-        valid = self.valid_finished + view.valid_finished
+        valid = self.valid_finished + view.valid_finished - view.reused  # reused: counted in an earlier step
         return valid_rate_estimate(valid, self.finished + valid + view.invalid_finished)
 
     def prompts_to_launch(self, trainer, view) -> int:
@@ -214,8 +219,8 @@ class SeamlessRolloutCallback(RolloutCallback):
         if not selected:
             return None
         self._last_rate = self.valid_rate(view)
-        self.valid_finished += view.valid_finished
-        self.finished += view.valid_finished + view.invalid_finished
+        self.valid_finished += view.valid_finished - view.reused
+        self.finished += view.valid_finished - view.reused + view.invalid_finished
         return [view.groups[index].uid for index in selected]
 
     def before_advantage(self, trainer, batch, metrics: dict) -> None:
@@ -241,11 +246,34 @@ class SeamlessRolloutCallback(RolloutCallback):
         self.valid_finished, self.finished = int(state["valid_finished"]), int(state["finished"])
 
 
+class StalenessRolloutCallback(SeamlessRolloutCallback):
+    """LongCat's staleness-bounded streaming (DORA, §3.1.1) on the seamless schedule: the surplus
+    finished valid groups stay in reasonrl's replay buffer, tagged with the policy version that
+    generated them, and fill up to ``reuse_ratio`` of a later batch while at most ``staleness``
+    versions behind the trainer (``staleness.within_bound``); older ones are cleared and their
+    prompts regenerated; batches are shuffled; verl's trainer recomputes the log-probs (and the
+    LongCat objective's truncated IS corrects the engine/trainer gap)."""
+
+    COUNTS = ("kept_groups", "reused_groups", "stale_groups", "trained_staleness_max", "trained_staleness_mean")
+
+    def __init__(self, settings: RolloutConfig) -> None:
+        super().__init__(settings)
+        self.staleness = int(settings.staleness)
+        self.reuse_ratio = float(settings.reuse_ratio)
+
+    def before_advantage(self, trainer, batch, metrics: dict) -> None:
+        super().before_advantage(trainer, batch, metrics)
+        for count in self.COUNTS:
+            metrics[f"reasonrl/rollout/staleness_{count}"] = float(metrics.get(STREAM_METRICS + count, 0.0))
+
+
 def build(config: Any) -> RolloutCallback | None:
-    """The callback when repeat detection, partial rollout or seamless rollout is on."""
+    """The callback when repeat detection, partial rollout, seamless or staleness-bounded rollout is on."""
     from reasonrl.plugins.rollout.config import settings_from
 
     settings = settings_from(config)
+    if settings.staleness is not None:
+        return StalenessRolloutCallback(settings)
     if settings.seamless:
         return SeamlessRolloutCallback(settings)
     if settings.token_budget is not None:

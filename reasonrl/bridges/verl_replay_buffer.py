@@ -12,6 +12,11 @@ schedule decides at each poll how many prompts to launch and when the step stops
 then aborts the requests still in flight (the trainer's ``abort_requests``), waits for them,
 resumes generation, reports them with ``aborted=True`` and trains exactly the chosen groups —
 instead of verl's sync DAPO path, which drains every in-flight request before it selects.
+A schedule with a ``staleness`` bound (LongCat's DORA) keeps the surplus finished valid groups
+for later steps (``_kept_for_step``): they are tagged with verl's own ``global_steps`` (the policy
+version that generated every response of the group: requests in flight at a step's end are
+aborted, never continued under newer weights), reused up to ``reuse_ratio`` of a batch while they
+lag the trainer by at most ``staleness`` versions, cleared past it; the batch is shuffled.
 
 Plugged in through verl's own extension point, ``trainer.v1.sampler.custom_sampler``. verl
 hands a custom buffer only the basic arguments, so DAPO's settings come through
@@ -21,6 +26,7 @@ from ``algorithm.filter_groups`` and ``data.train_batch_size``).
 
 from __future__ import annotations
 
+import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -87,6 +93,7 @@ class ReportingReplayBuffer(ReplayBuffer):
         self.poll_interval = float(options.get("poll_interval", self.poll_interval))
         self._aborted: set[str] = set()  # uids aborted this step: not evicted, not outcomes
         self._step_tokens: Counter = Counter()  # response tokens this step, by fate
+        self._step_counts: Counter = Counter()
 
     def _groups(self, partition_id: str, uids, trained: bool) -> list[FinishedGroup]:
         keys = sorted(key for key in self.partitions[partition_id] if replay_buffer_uid(key) in uids)
@@ -180,13 +187,61 @@ class ReportingReplayBuffer(ReplayBuffer):
             if replay_buffer_uid(key) in uids
         )
 
-    def _view(self, partition_id: str, sampleable: set[str], batch_size: int, invalid: int) -> RolloutView:
+    def _view(
+        self, partition_id: str, sampleable: set[str], batch_size: int, invalid: int, reused: list[str]
+    ) -> RolloutView:
+        """The step's groups: the reused ones first (launched in earlier steps), then launch order."""
         inflight = self.pending_keys[partition_id] | self.running_keys[partition_id]
         last = len(self.launch_order)
-        uids = sorted(sampleable | inflight, key=lambda uid: (self.launch_order.get(uid, last), uid))
-        groups = tuple(RolloutGroup(uid, uid in sampleable, uid in sampleable) for uid in uids)
+        fresh = sorted((sampleable | inflight) - set(reused), key=lambda uid: (self.launch_order.get(uid, last), uid))
+        groups = tuple(RolloutGroup(uid, uid in sampleable, uid in sampleable) for uid in [*reused, *fresh])
         free = max(0, self.max_inflight_gen_batches * (self.train_batch_size or batch_size) - len(inflight))
-        return RolloutView(groups, batch_size, invalid, free)
+        return RolloutView(groups, batch_size, invalid, free, reused=len(reused))
+
+    # ------------------------------------------------------------------ staleness-bounded reuse
+    @property
+    def keeps_groups(self) -> bool:
+        """Whether finished groups outlive their step (a schedule with a staleness bound)."""
+        return self.schedule is not None and getattr(self.schedule, "staleness", None) is not None
+
+    def _version_lag(self, global_steps: int, partition_id: str, uid: str) -> int:
+        """Policy versions the trainer is ahead of the one that generated the group (verl's tag)."""
+        return global_steps - self.prompt_global_steps[partition_id].get(uid, global_steps)
+
+    def _kept_for_step(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[list[str], set[str]]:
+        """At a step's start every finished group was kept by an earlier step: those past the bound
+        are cleared (reported untrained); of the rest, the oldest ``reuse_ratio · batch_size`` may
+        fill this batch (returned in order), the others wait (``parked``, out of this step)."""
+        kept = set(self.finished_keys[partition_id])
+        if not kept:
+            return [], set()
+        stale = {uid for uid in kept if self._version_lag(global_steps, partition_id, uid) > self.schedule.staleness}
+        self._step_counts["stale_groups"] = len(stale)
+        self._clear_groups(partition_id, stale)
+        last = len(self.launch_order)
+        order = sorted(
+            kept - stale,
+            key=lambda uid: (self.prompt_global_steps[partition_id].get(uid, 0), self.launch_order.get(uid, last), uid),
+        )
+        quota = int(float(getattr(self.schedule, "reuse_ratio", 0.0)) * batch_size)
+        return order[:quota], set(order[quota:])
+
+    def kept_groups_digest(self, partition_id: str = "train") -> tuple[int, str]:
+        """(groups, sha256) of the finished groups the buffer holds: keys, verl's tags and response
+        tokens — equal before a checkpoint and after its restore when nothing was lost."""
+        import hashlib
+
+        self._sync_metadata_from_transfer_queue()
+        uids = sorted(self.finished_keys[partition_id])
+        keys = sorted(key for key in self.partitions[partition_id] if replay_buffer_uid(key) in set(uids))
+        h = hashlib.sha256()
+        for uid in uids:
+            h.update(f"{uid}:{self.prompt_global_steps[partition_id].get(uid)}".encode())
+        if keys:
+            data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["responses"])
+            for key, responses in zip(keys, data["responses"].unbind()):
+                h.update(key.encode() + b"\0" + responses.numpy().tobytes())
+        return len(uids), h.hexdigest()
 
     def _poll_wait(self) -> None:
         time.sleep(self.poll_interval)
@@ -194,14 +249,20 @@ class ReportingReplayBuffer(ReplayBuffer):
     def _sample_scheduled(self, global_steps: int, partition_id: str, batch_size: int):
         """One training batch under the callback's schedule (see the module docstring)."""
         metrics: dict = {}
-        self._aborted, self._step_tokens = set(), Counter()
+        self._aborted, self._step_tokens, self._step_counts = set(), Counter(), Counter()
         invalid = launched = 0
         selected: list[str] | None = None
         start = last_poll = time.monotonic()
         busy = 0.0
+        reused: list[str] = []
+        parked: set[str] = set()  # kept groups beyond this step's reuse quota: untouched
+        if self.keeps_groups:
+            self._sync_metadata_from_transfer_queue()
+            reused, parked = self._kept_for_step(global_steps, partition_id, batch_size)
         while True:
             self._sync_metadata_from_transfer_queue()
             reasons = self._terminal_eviction_reasons(global_steps, partition_id)
+            reasons = (reasons[0], reasons[1] - parked, reasons[2] - parked, reasons[3])
             evicted, _stale, _dapo, evict_metrics = self._evict_terminal_groups(global_steps, partition_id, reasons)
             _add_metrics(metrics, evict_metrics)
             invalid += len(evicted)
@@ -210,8 +271,8 @@ class ReportingReplayBuffer(ReplayBuffer):
             busy += (now - last_poll) if inflight else 0.0  # engine busy between polls (poll resolution)
             last_poll = now
             if selected is None:
-                sampleable = self._sampleable_terminal_keys(partition_id, reasons)
-                view = self._view(partition_id, sampleable, batch_size, invalid)
+                sampleable = self._sampleable_terminal_keys(partition_id, reasons) - parked
+                view = self._view(partition_id, sampleable, batch_size, invalid, reused)
                 choice = self.schedule.early_termination(view)
                 if choice:
                     selected = list(choice)
@@ -229,18 +290,42 @@ class ReportingReplayBuffer(ReplayBuffer):
             self._poll_wait()
         if self._aborted:
             self.resume_requests()
-        surplus = (self.finished_keys[partition_id] | self.failure_keys[partition_id]) - set(selected)
-        self._clear_groups(partition_id, surplus)  # aborted ones (reported aborted) and surplus finished ones
+        surplus = (self.finished_keys[partition_id] | self.failure_keys[partition_id]) - set(selected) - parked
+        kept: set[str] = set()
+        if self.keeps_groups:  # the finished valid surplus stays for later steps (aborted ones never)
+            self._sync_metadata_from_transfer_queue()
+            valid = self._sampleable_terminal_keys(
+                partition_id, self._terminal_eviction_reasons(global_steps, partition_id)
+            )
+            kept = (valid & surplus) - self._aborted
+        self._clear_groups(partition_id, surplus - kept)  # aborted ones (reported aborted) and surplus finished ones
         counts = {
             "launched_prompts": launched,
             "aborted_groups": len(self._aborted),
-            "surplus_groups": len(surplus - self._aborted),
+            "surplus_groups": len(surplus - self._aborted - kept),
             "invalid_groups": invalid,
             "busy_s": busy,
             "sampling_s": time.monotonic() - start,
         }
+        if self.keeps_groups:
+            lags = [self._version_lag(global_steps, partition_id, uid) for uid in selected]
+            counts.update(
+                {
+                    "kept_groups": len(kept | parked),
+                    "reused_groups": len(set(reused) & set(selected)),
+                    "stale_groups": self._step_counts["stale_groups"],
+                    "trained_staleness_max": max(lags),
+                    "trained_staleness_mean": sum(lags) / len(lags),
+                }
+            )
         metrics.update({STREAM_METRICS + name: value for name, value in counts.items()})
         partition_snapshot = dict(self.partitions[partition_id])
+        if self.keeps_groups:  # DORA: batches are shuffled (verl orders a batch as its snapshot)
+            random.Random(global_steps).shuffle(selected)
+            rank = {uid: index for index, uid in enumerate(selected)}
+            partition_snapshot = dict(
+                sorted(partition_snapshot.items(), key=lambda item: rank.get(replay_buffer_uid(item[0]), len(rank)))
+            )
         batch = self._materialize_batch(partition_id, selected, partition_snapshot)
         metrics.update({f"{STREAM_METRICS}{fate}_tokens": self._step_tokens[fate] for fate in TOKEN_FATES})
         self._aborted = set()

@@ -12,6 +12,7 @@ from functools import partial
 from types import SimpleNamespace
 
 import numpy as np
+import transfer_queue as tq
 from verl.utils import tensordict_utils as tu
 from verl.utils.dataset.rl_dataset import collate_fn
 
@@ -20,6 +21,11 @@ from reasonrl.bridges.verl_trainer import build_callbacks, callback_state_path, 
 from reasonrl.compat.verl import sync_trainer_base
 from reasonrl.evaluation import validation_pass_at_k
 from reasonrl.state_io import digest, load_state, save_state
+
+#: verl's folder for TransferQueue's checkpoint in a step's checkpoint (its async modes use it too)
+TQ_FOLDER = "transfer_queue"
+#: the kept groups' record beside it (``global_step_<n>/reasonrl/kept_groups.npz``)
+KEPT_GROUPS = "kept_groups"
 
 PPOTrainerSync = sync_trainer_base()  # version-guarded: overrides verl internals (compat.verl.SYNC_TRAINER)
 
@@ -49,6 +55,7 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
             if hasattr(callback, "on_init_end"):
                 callback.on_init_end(self)
         self._restore_callback_states()
+        self._restore_kept_groups()
 
     def _wire_carried_groups(self) -> None:
         """Callbacks that hold finished groups back (``holds_group``) and send them out again
@@ -86,6 +93,8 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
         buffer.schedule = SimpleNamespace(
             early_termination=partial(callback.early_termination, self),
             prompts_to_launch=partial(callback.prompts_to_launch, self),
+            staleness=getattr(callback, "staleness", None),  # keep finished groups across steps (DORA)
+            reuse_ratio=getattr(callback, "reuse_ratio", 0.0),
         )
         buffer.launch_order = self.launch_order
         buffer.abort_requests = lambda: self.checkpoint_manager.abort_replicas(reject_request=True)
@@ -167,7 +176,46 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
         for name, callback in self.reasonrl_callbacks:
             if hasattr(callback, "state_dict"):
                 save_state(callback_state_path(folder, name), callback.state_dict())
+        self._save_kept_groups(folder)
         super()._save_checkpoint()
+
+    def _save_kept_groups(self, folder: str) -> None:
+        """Finished groups kept across steps (staleness-bounded reuse) live in verl's TransferQueue,
+        which verl checkpoints only in its async modes: saved here with TransferQueue's own
+        ``save_checkpoint`` into the folder verl's async modes use, with their dataset rows."""
+        buffer = self.reporting_buffer
+        if buffer is None or not buffer.keeps_groups:
+            return
+        count, kept_digest = buffer.kept_groups_digest()
+        uids = sorted(buffer.finished_keys["train"])
+        tq.save_checkpoint(os.path.join(folder, TQ_FOLDER), metadata={"global_steps": self.global_steps})
+        rows = {uid: self.prompt_rows[uid] for uid in uids if uid in self.prompt_rows}
+        save_state(callback_state_path(folder, KEPT_GROUPS), {"rows": rows, "groups": count, "sha256": kept_digest})
+        print(
+            f"[reasonrl] {KEPT_GROUPS}: {count} groups saved at step {self.global_steps} (sha256 {kept_digest})",
+            flush=True,
+        )
+
+    def _restore_kept_groups(self) -> None:
+        buffer = self.reporting_buffer
+        if self.resumed_from is None or buffer is None or not buffer.keeps_groups:
+            return
+        path = callback_state_path(self.resumed_from, KEPT_GROUPS)
+        if not os.path.exists(path):
+            raise FileNotFoundError(
+                f"{path}: the checkpoint has no kept groups of the staleness-bounded rollout; resuming without "
+                "them would silently drop them (was it written with reasonrl.rollout.staleness null?)"
+            )
+        tq.load_checkpoint(os.path.join(self.resumed_from, TQ_FOLDER))
+        saved = load_state(path)
+        self.prompt_rows.update({uid: int(row) for uid, row in saved["rows"].items()})
+        count, kept_digest = buffer.kept_groups_digest()
+        if (count, kept_digest) != (int(saved["groups"]), saved["sha256"]):
+            raise RuntimeError(
+                f"{self.resumed_from}: TransferQueue restored {count} kept groups (sha256 {kept_digest}), the "
+                f"checkpoint saved {saved['groups']} (sha256 {saved['sha256']})"
+            )
+        print(f"[reasonrl] {KEPT_GROUPS}: {count} groups restored from {path} (sha256 {kept_digest})", flush=True)
 
     def _load_checkpoint(self):
         super()._load_checkpoint()

@@ -54,13 +54,16 @@ REPLAY_BUFFER = declare(
         versions=VERL_0_9,
         touches="ReplayBuffer._clear_groups/_materialize_batch/_terminal_eviction_reasons/_evict_terminal_groups/"
         "_metrics_prefix/_sync_metadata_from_transfer_queue/_sampleable_terminal_keys/_select_prompt_uids, "
-        ".partitions (trajectory tags 'response_len'), .pending_keys/.running_keys/.finished_keys, .refill_fn, "
+        ".partitions (trajectory tags 'response_len'), .pending_keys/.running_keys/.finished_keys, "
+        ".prompt_global_steps (the prompt tag 'global_steps' as the policy version), .refill_fn, "
         ".poll_interval, the '<uid>_<index>' key format, the constructor's DAPO arguments "
         "(sync_refill_failed_groups left at verl's default); a streaming schedule replaces sample()'s loop for "
         "training batches and aborts through the trainer's checkpoint_manager.abort_replicas(reject_request=True) / "
-        "resume_generation_replicas()",
+        "resume_generation_replicas(); a staleness-bounded schedule keeps finished groups in TransferQueue across "
+        "steps and checkpoints them as verl's async modes do (transfer_queue.save_checkpoint/load_checkpoint into "
+        "global_step_<n>/transfer_queue)",
         used_by="ReportingReplayBuffer (finished groups for the sampling plugin; groups held for partial rollout; "
-        "the rollout plugin's seamless rollout schedule)",
+        "the rollout plugin's seamless rollout schedule and its staleness-bounded reuse)",
         public_hook="a finished-group callback on verl's ReplayBuffer (groups trained, evicted by DAPO, discarded as "
         "surplus), a group-eviction predicate (hold a finished group back, refill its slot) and a selection policy "
         "(which finished groups to train and when to stop the step, aborting the rest)",

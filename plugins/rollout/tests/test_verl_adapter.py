@@ -80,7 +80,15 @@ def test_start_up_refuses_bad_values_naming_the_key():
     for override, key in (
         ("+reasonrl.rollout.token_budget=0", "reasonrl.rollout.token_budget"),
         ("+reasonrl.rollout.staleness=-1", "reasonrl.rollout.staleness"),
-        ("+reasonrl.rollout.staleness=2", "reasonrl.rollout.staleness"),  # no trainer path yet
+        # staleness-bounded reuse: the seamless schedule's buffer and trainer mode ...
+        (
+            "+reasonrl/rollout=staleness trainer.v1.sampler.custom_sampler.name=null",
+            "trainer.v1.sampler.custom_sampler.name",
+        ),
+        ("+reasonrl/rollout=staleness trainer.v1.trainer_mode=sync", "trainer.v1.trainer_mode"),
+        # ... one policy version per response, which partial rollout's continued segments are not
+        ("+reasonrl/rollout=[repeat_detection,partial,staleness]", "reasonrl.rollout.staleness"),
+        ("+reasonrl/rollout=staleness reasonrl.rollout.reuse_ratio=1.5", "reasonrl.rollout.reuse_ratio"),
         # partial rollout without the agent loop that budgets and continues requests
         ("+reasonrl.rollout.token_budget=512", "actor_rollout_ref.rollout.agent.default_agent_loop"),
         # ... or without the replay buffer that holds unfinished groups
@@ -111,6 +119,7 @@ def test_start_up_refuses_bad_values_naming_the_key():
     check_rollout(compose_config([*base, "+reasonrl/rollout=repeat_detection"]))  # the options themselves are valid
     check_rollout(compose_config([*base, "+reasonrl/rollout=[repeat_detection,partial]"]))
     check_rollout(compose_config(["recipe=mimo", "+preset=cpu_tiny", "+reasonrl/rollout=seamless"]))
+    check_rollout(compose_config(["recipe=longcat", "+preset=cpu_tiny", "+reasonrl/rollout=staleness"]))
 
 
 class _FakeEngine:
