@@ -122,6 +122,7 @@ def real(spec: dict) -> dict:
     out["partial_vs_verl_sync"] = None  # partial rollout on real generation: not built yet
     out["sample_waste"] = {policy: out[policy]["sample_waste"] for policy in ("naive", "verl_sync", "seamless")}
     out["length_bias"] = {"seamless": out["seamless"]["length_bias"], "partial": None}
+    out["repetition"] = measured["repetition"]
     return out
 
 
@@ -192,6 +193,15 @@ def _run(args: argparse.Namespace) -> int:
             )
         for key in ("seamless_vs_naive", "seamless_vs_verl_sync"):
             print(f"  {key}: {result['real'][key]:.2f}x", flush=True)
+        rep = result["real"]["repetition"]
+        print(
+            f"  repeat detection: cost per generated token {rep['cost']:+.1%} "
+            f"({rep['per_token_s']['off'] * 1e3:.2f} -> {rep['per_token_s']['on'] * 1e3:.2f} ms); greedy "
+            f"responses looping {rep['looping_responses']}/{rep['greedy_responses']}, their tokens "
+            f"{rep['looping_tokens']['off']} -> {rep['looping_tokens']['on']} (all greedy tokens "
+            f"{rep['all_tokens']['off']} -> {rep['all_tokens']['on']})",
+            flush=True,
+        )
     if args.plot:
         print(f"timeline: {timeline_plot(args.plot)}", flush=True)
     if args.json:

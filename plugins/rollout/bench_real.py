@@ -13,6 +13,10 @@ training), ``naive`` (MiMo's baseline — a round of groups to the last token, t
 series, keep the valid groups, repeat) and ``seamless`` (MiMo §3.4.1 — continuous launching by
 ``tasks_to_launch``, rewards as groups finish, the step stopped by ``fifo_early_termination``,
 requests still in flight aborted).
+
+And repeat detection (Kimi §2.6.2, vLLM's own ``repetition_detection`` with the option's
+pattern sizes): its cost per generated token on non-looping sampled responses, and the tokens it
+saves on greedy responses that loop (``repetition``).
 """
 
 from __future__ import annotations
@@ -41,6 +45,78 @@ async def _generate(engine, prompt_ids, max_tokens: int, request_id: str) -> int
     async for output in engine.generate(TokensPrompt(prompt_token_ids=prompt_ids), params, request_id):
         final = output
     return len(final.outputs[0].token_ids) if final and final.outputs else 0
+
+
+#: +reasonrl/rollout=repeat_detection's pattern sizes (hydra_configs/reasonrl/rollout/repeat_detection.yaml)
+REPETITION = {"max_pattern_size": 64, "min_pattern_size": 1, "min_count": 8}
+
+
+async def _tokens(engine, prompt_ids, request_id: str, detect: bool, **sampling) -> int:
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+    from vllm.sampling_params import RepetitionDetectionParams
+
+    extra = {"repetition_detection": RepetitionDetectionParams(**REPETITION)} if detect else {}
+    final = None
+    params = SamplingParams(**sampling, **extra)
+    async for output in engine.generate(TokensPrompt(prompt_token_ids=prompt_ids), params, request_id):
+        final = output
+    return len(final.outputs[0].token_ids) if final and final.outputs else 0
+
+
+async def repetition(engine, prompts: list[list[int]], rounds: int = 5, requests: int = 32) -> dict:
+    """Repeat detection's cost and saving. Cost: ``requests`` concurrent sampled responses of a
+    forced length (``ignore_eos``, temperature 1: nothing loops on purpose), timed with and without
+    detection in alternating rounds; the median time per generated token of each. Saving: every
+    prompt's greedy response with ``ignore_eos`` up to the model's length, without and with
+    detection (the smoke model repeats itself once past its answer): a response detection stops
+    early loops, and the tokens it saves are counted on those."""
+    per_token = {False: [], True: []}
+    for _ in range(rounds):
+        for detect in (False, True):
+            start = time.perf_counter()
+            counts = await asyncio.gather(
+                *(
+                    _tokens(
+                        engine,
+                        prompts[i % len(prompts)],
+                        uuid.uuid4().hex,
+                        detect,
+                        temperature=1.0,
+                        ignore_eos=True,
+                        max_tokens=MAX_LEN - len(prompts[i % len(prompts)]) - 1,
+                    )
+                    for i in range(requests)
+                )
+            )
+            per_token[detect].append((time.perf_counter() - start) / max(1, sum(counts)))
+    greedy = {}
+    for detect in (False, True):
+        greedy[detect] = await asyncio.gather(
+            *(
+                _tokens(
+                    engine,
+                    p,
+                    uuid.uuid4().hex,
+                    detect,
+                    temperature=0.0,
+                    ignore_eos=True,
+                    max_tokens=MAX_LEN - len(p) - 1,
+                )
+                for p in prompts
+            )
+        )
+    looping = [i for i, (off, on) in enumerate(zip(greedy[False], greedy[True])) if on < off]
+    off, on = float(np.median(per_token[False])), float(np.median(per_token[True]))
+    return {
+        "pattern": REPETITION,
+        "per_token_s": {"off": off, "on": on},
+        "cost": on / off - 1.0,
+        "greedy_responses": len(prompts),
+        "looping_responses": len(looping),
+        "looping_tokens": {"off": sum(greedy[False][i] for i in looping), "on": sum(greedy[True][i] for i in looping)},
+        "all_tokens": {"off": sum(greedy[False]), "on": sum(greedy[True])},
+    }
 
 
 async def calibrate(engine, prompt_ids, sizes=(1, 4, 16, 32), tokens: int = 32) -> dict:
@@ -193,9 +269,12 @@ async def main(spec: dict) -> dict:
 
     from reasonrl.smoke.arithmetic import make_problems
 
-    prompt_ids = AutoTokenizer.from_pretrained(spec["model"])(make_problems(1, seed=0)[0].prompt)["input_ids"]
+    tokenizer = AutoTokenizer.from_pretrained(spec["model"])
+    prompts = [tokenizer(problem.prompt)["input_ids"] for problem in make_problems(24, seed=0)]
+    prompt_ids = prompts[0]
     trace = long_tail_trace(**spec["trace"])
     result = {"calibration": await calibrate(engine, prompt_ids)}
+    result["repetition"] = await repetition(engine, prompts)
     for policy in ("naive", "verl_sync", "seamless"):
         run, stats, steps = _Run(engine, prompt_ids, trace, spec["reward_latency"]), [0, 0], []
         for _ in range(spec["steps"]):
