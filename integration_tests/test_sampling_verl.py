@@ -217,6 +217,22 @@ class TimedRollout(FakeRollout):
         self.resumes += 1
 
 
+def _timed_trainer(tmp_path, *overrides):
+    """A trainer on the simulated clock (its buffer polls tick the engine; aborts and resumes
+    reach it), started as verl starts it; every finished group the buffer reports is recorded."""
+    trainer = _trainer(tmp_path / "run", *overrides)
+    engine = TimedRollout(trainer)
+    trainer.agent_loop_manager = engine
+    trainer.checkpoint_manager.abort_replicas = lambda reject_request=False: engine.abort()
+    trainer.checkpoint_manager.resume_generation_replicas = engine.resume
+    trainer._load_checkpoint()
+    trainer.on_init_end()
+    trainer.replay_buffer._poll_wait = engine.tick
+    reported, listener = [], trainer.replay_buffer.group_listener
+    trainer.replay_buffer.group_listener = lambda groups: (reported.extend(groups), listener(groups))
+    return trainer, engine, reported
+
+
 def test_seamless_rollout_stops_each_step_by_fifo_early_termination(transfer_queue, tmp_path):
     """MiMo §3.4.1 through verl's own replay buffer and trainer (issue 22): prompts launched on
     demand, the step stopped as soon as the groups launched up to some j have all finished and hold
@@ -227,20 +243,11 @@ def test_seamless_rollout_stops_each_step_by_fifo_early_termination(transfer_que
     from reasonrl.bridges.verl_trainer import callback_state_path
     from reasonrl.state_io import load_state
 
-    trainer = _trainer(tmp_path / "run", "+reasonrl/rollout=seamless")
-    engine = TimedRollout(trainer)
-    trainer.agent_loop_manager = engine
-    trainer.checkpoint_manager.abort_replicas = lambda reject_request=False: engine.abort()
-    trainer.checkpoint_manager.resume_generation_replicas = engine.resume
-    trainer._load_checkpoint()
-    trainer.on_init_end()
-    buffer = trainer.replay_buffer
-    buffer._poll_wait = engine.tick
-    callbacks = dict(trainer.reasonrl_callbacks)
+    trainer, engine, reported = _timed_trainer(tmp_path, "+reasonrl/rollout=seamless")
+    buffer, callbacks = trainer.replay_buffer, dict(trainer.reasonrl_callbacks)
     sampler = callbacks["sampling"].sampler
-    reported, scored = [], []
-    listener, update = buffer.group_listener, sampler.update
-    buffer.group_listener = lambda groups: (reported.extend(groups), listener(groups))
+    scored = []
+    update = sampler.update
     sampler.update = lambda results, trained=None: (scored.extend(results), update(results, trained=trained))
 
     aborted_total = 0
@@ -297,19 +304,10 @@ def test_staleness_bounded_rollout_reuses_kept_groups_within_the_bound(transfer_
     from reasonrl.api import fifo_early_termination
 
     staleness, reuse = 1, 1  # reuse_ratio 0.25 of BATCH = 4: one kept group per step
-    trainer = _trainer(tmp_path / "run", "+reasonrl/rollout=staleness", "reasonrl.rollout.reuse_ratio=0.25")
-    engine = TimedRollout(trainer)
-    trainer.agent_loop_manager = engine
-    trainer.checkpoint_manager.abort_replicas = lambda reject_request=False: engine.abort()
-    trainer.checkpoint_manager.resume_generation_replicas = engine.resume
-    trainer._load_checkpoint()
-    trainer.on_init_end()
-    buffer = trainer.replay_buffer
-    buffer._poll_wait = engine.tick
-    callbacks = dict(trainer.reasonrl_callbacks)
-    reported = []
-    listener = buffer.group_listener
-    buffer.group_listener = lambda groups: (reported.extend(groups), listener(groups))
+    trainer, engine, reported = _timed_trainer(
+        tmp_path, "+reasonrl/rollout=staleness", "reasonrl.rollout.reuse_ratio=0.25"
+    )
+    buffer, callbacks = trainer.replay_buffer, dict(trainer.reasonrl_callbacks)
 
     def is_valid(uid: str) -> bool:
         return outcome(engine.row_of[uid]) == [1.0, 0.0] * (N // 2) and uid not in engine.aborted
