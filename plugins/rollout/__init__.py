@@ -103,9 +103,31 @@ def check_rollout(config) -> None:
             )
     elif settings.repetition_detection and settings.repetition_penalty:
         require_trainer_mode(config, "the repetition penalty (a trainer callback)")
+    check_async_mode(config)
     from reasonrl.plugins.rollout.fp8 import check_fp8
 
     check_fp8(config)
+
+
+#: verl's checkpoint-engine key: how weights reach the rollout replicas
+CHECKPOINT_ENGINE = "actor_rollout_ref.rollout.checkpoint_engine.backend"
+
+
+def check_async_mode(config) -> None:
+    """verl's ``separate_async`` (disaggregated rollout) moves weights through a non-``naive``
+    checkpoint engine (nccl / nixl / mooncake ...) and asserts so only inside its trainer, after Ray
+    and the workers have started: refused here first. (``colocate_async`` runs on vLLM's CPU build:
+    its abort path needs patch ``vllm-pause-generation-mode`` on vLLM 0.32, applied by reasonrl.)"""
+    if config_value(config, "trainer.v1.trainer_mode") != "separate_async":
+        return
+    backend = config_value(config, CHECKPOINT_ENGINE, "naive")
+    if backend == "naive":
+        raise ConfigError(
+            CHECKPOINT_ENGINE,
+            "is 'naive', but trainer.v1.trainer_mode=separate_async needs a checkpoint engine that sends weights "
+            "to a separate rollout pool (nccl, nixl, mooncake, ...: GPU machines); on a CPU machine use trainer "
+            "mode reasonrl_sync or colocate_async",
+        )
 
 
 @hookimpl

@@ -89,6 +89,8 @@ def test_start_up_refuses_bad_values_naming_the_key():
         # ... one policy version per response, which partial rollout's continued segments are not
         ("+reasonrl/rollout=[repeat_detection,partial,staleness]", "reasonrl.rollout.staleness"),
         ("+reasonrl/rollout=staleness reasonrl.rollout.reuse_ratio=1.5", "reasonrl.rollout.reuse_ratio"),
+        # verl's disaggregated mode with the only checkpoint engine a CPU machine loads
+        ("trainer.v1.trainer_mode=separate_async", "actor_rollout_ref.rollout.checkpoint_engine.backend"),
         # partial rollout without the agent loop that budgets and continues requests
         ("+reasonrl.rollout.token_budget=512", "actor_rollout_ref.rollout.agent.default_agent_loop"),
         # ... or without the replay buffer that holds unfinished groups
