@@ -2,9 +2,11 @@
 
 - **Real generation** (``bench_real.py``, its own process): vLLM's CPU build on the smoke model,
   the engine's decode-step time calibrated against the number of active requests first, then
-  naive dynamic sampling, verl's synchronous DAPO and seamless rollout on the same long-tail
-  trace (rollout phase only; partial rollout on real generation is not built yet).
-  The simulator, given the calibrated step time, predicts the same runs: its error is printed.
+  naive dynamic sampling, verl's synchronous DAPO, seamless rollout and partial rollout (token
+  budget per iteration, continuation from the tokens so far) on the same long-tail trace (rollout
+  phase only), and repeat detection's cost and saving. The simulator, given the calibrated step
+  time, predicts the same runs (partial aside: its iterations are also cut by time): its error is
+  printed.
 - **Simulator** (``simulator.py``) at MiMo's scale (512 slots, 32K max tokens, 256 groups × 16):
   naive, verl's synchronous DAPO, seamless, partial rollout, colocate_async and staleness.
 
@@ -18,6 +20,8 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 from reasonrl.contracts import CliCommand
 from reasonrl.plugins.rollout.simulator import EngineModel, simulate
@@ -33,6 +37,8 @@ REAL_SPEC = {
     "batch_groups": 4,
     "steps": 4,
     "reward_latency": 0.05,
+    # partial rollout: tokens per request per iteration (the trace's ~p80; MiMo scale: 8K of 32K)
+    "token_budget": 10,
     "trace": {"n_prompts": 256, "group_size": 4, "median_tokens": 6, "p99_ratio": 7.0, "max_tokens": 40, "seed": 1},
 }
 
@@ -98,14 +104,18 @@ def real(spec: dict) -> dict:
     )
     trace = long_tail_trace(**spec["trace"])
     out = {"calibration": calibration, "spec": spec}
-    for policy in ("naive", "verl_sync", "seamless"):
+    for policy in ("naive", "verl_sync", "seamless", "partial"):
         steps = measured[policy]["steps"]
         wall = sum(s["wall_s"] for s in steps)
         trained = sum(s["trained_tokens"] for s in steps)
-        predicted = simulate(
-            policy, trace, engine, len(steps), batch_groups=spec["batch_groups"], record_timeline=False
-        )
-        predicted_wall = sum(s.wall_s for s in predicted.steps)
+        if policy == "partial":  # the simulator cuts an iteration after `budget` decode steps too: not comparable
+            predicted_wall = None
+        else:
+            predicted = simulate(
+                policy, trace, engine, len(steps), batch_groups=spec["batch_groups"], record_timeline=False
+            )
+            predicted_wall = sum(s.wall_s for s in predicted.steps)
+        walls = [s["wall_s"] for s in steps]
         out[policy] = {
             "step_wall_s": [s["wall_s"] for s in steps],
             "trained_tokens": trained,
@@ -113,15 +123,17 @@ def real(spec: dict) -> dict:
             "time_per_trained_token_s": wall / max(trained, 1),
             "sample_waste": 1.0 - trained / max(measured[policy]["generated_tokens"], 1),
             "simulated_wall_s": predicted_wall,
-            "simulator_error": predicted_wall / wall - 1.0,
+            "simulator_error": None if predicted_wall is None else predicted_wall / wall - 1.0,
+            "step_p99_over_median": float(np.percentile(walls, 99) / np.median(walls)),
             "length_bias": measured[policy]["length_bias"],
         }
-    per_token = {policy: out[policy]["time_per_trained_token_s"] for policy in ("naive", "verl_sync", "seamless")}
+    policies = ("naive", "verl_sync", "seamless", "partial")
+    per_token = {policy: out[policy]["time_per_trained_token_s"] for policy in policies}
     out["seamless_vs_naive"] = per_token["naive"] / per_token["seamless"]
     out["seamless_vs_verl_sync"] = per_token["verl_sync"] / per_token["seamless"]
-    out["partial_vs_verl_sync"] = None  # partial rollout on real generation: not built yet
-    out["sample_waste"] = {policy: out[policy]["sample_waste"] for policy in ("naive", "verl_sync", "seamless")}
-    out["length_bias"] = {"seamless": out["seamless"]["length_bias"], "partial": None}
+    out["partial_vs_verl_sync"] = per_token["verl_sync"] / per_token["partial"]
+    out["sample_waste"] = {policy: out[policy]["sample_waste"] for policy in policies}
+    out["length_bias"] = {"seamless": out["seamless"]["length_bias"], "partial": out["partial"]["length_bias"]}
     out["repetition"] = measured["repetition"]
     return out
 
@@ -183,15 +195,16 @@ def _run(args: argparse.Namespace) -> int:
         result["real"] = real(REAL_SPEC)
         c = result["real"]["calibration"]
         print(f"  decode step = {c['step_a'] * 1e3:.2f} ms + {c['step_b'] * 1e3:.3f} ms × active", flush=True)
-        for policy in ("naive", "verl_sync", "seamless"):
+        for policy in ("naive", "verl_sync", "seamless", "partial"):
             r = result["real"][policy]
+            error = "n/a" if r["simulator_error"] is None else f"{r['simulator_error']:+.1%}"
             print(
                 f"  {policy:<9} per trained token {r['time_per_trained_token_s'] * 1e3:7.2f} ms  waste "
-                f"{r['sample_waste']:5.1%}  length bias {r['length_bias']:.3f}  simulator error "
-                f"{r['simulator_error']:+.1%}",
+                f"{r['sample_waste']:5.1%}  length bias {r['length_bias']:.3f}  step p99/median "
+                f"{r['step_p99_over_median']:.2f}  simulator error {error}",
                 flush=True,
             )
-        for key in ("seamless_vs_naive", "seamless_vs_verl_sync"):
+        for key in ("seamless_vs_naive", "seamless_vs_verl_sync", "partial_vs_verl_sync"):
             print(f"  {key}: {result['real'][key]:.2f}x", flush=True)
         rep = result["real"]["repetition"]
         print(

@@ -12,7 +12,8 @@ Policies: ``verl_sync`` (verl 0.9.1's synchronous DAPO: refill while generating,
 training), ``naive`` (MiMo's baseline — a round of groups to the last token, then rewards in
 series, keep the valid groups, repeat) and ``seamless`` (MiMo §3.4.1 — continuous launching by
 ``tasks_to_launch``, rewards as groups finish, the step stopped by ``fifo_early_termination``,
-requests still in flight aborted).
+requests still in flight aborted), ``partial`` (Kimi §2.6.2 — a per-iteration token budget per
+request, unfinished ones continued from prompt + tokens so far in the next iteration).
 
 And repeat detection (Kimi §2.6.2, vLLM's own ``repetition_detection`` with the option's
 pattern sizes): its cost per generated token on non-looping sampled responses, and the tokens it
@@ -250,6 +251,87 @@ async def seamless_step(run: _Run, batch: int, slots: int, stats: list[int]) -> 
     return {"wall_s": time.perf_counter() - start, "trained_tokens": int(trained), "stop_s": stop}
 
 
+async def _segment(engine, prompt_ids: list[int], max_tokens: int, request_id: str) -> list[int]:
+    """One budgeted segment: up to ``max_tokens`` new token ids after ``prompt_ids``."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    params = SamplingParams(temperature=1.0, ignore_eos=True, max_tokens=int(max_tokens))
+    final = None
+    async for output in engine.generate(TokensPrompt(prompt_token_ids=prompt_ids), params, request_id):
+        final = output
+    return list(final.outputs[0].token_ids) if final and final.outputs else []
+
+
+async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: list[int], carry: dict) -> dict:
+    """One iteration of Kimi's partial rollout (§2.6.2): each request writes at most ``budget``
+    tokens per iteration; one that reaches it unfinished is saved with its tokens so far and
+    continues first in the next iteration (prompt + tokens so far); free slots take new groups
+    while the batch is short (``tasks_to_launch`` with no active credit); once ``batch`` valid
+    groups are complete no new group starts and the segments in flight end (each within its
+    budget). Trains ``batch`` complete valid groups (the rest carry over, as do the saved ones:
+    ``carry``). Unlike the simulator's ``partial``, an iteration is not also cut after ``budget``
+    decode steps: it ends when its batch is complete (Kimi's wording)."""
+    start = time.perf_counter()
+    valid = run.trace.group_valid()
+    ready: list[int] = carry.setdefault("ready", [])
+    saved: list[dict] = carry.setdefault("saved", [])
+    wake = asyncio.Event()
+    state = {"segments": 0, "rewards": 0}
+
+    async def segment(group: dict, sample: int) -> None:
+        want = int(run.trace.lengths[group["prompt"]][sample])
+        tokens = group["tokens"][sample]
+        new = await _segment(run.engine, run.prompt_ids + tokens, min(budget, want - len(tokens)), uuid.uuid4().hex)
+        tokens += new
+        run.generated += len(new)
+        group["open"] -= 1
+        state["segments"] -= 1
+        if group["open"] == 0:
+            if all(len(t) >= int(n) for t, n in zip(group["tokens"], run.trace.lengths[group["prompt"]])):
+                state["rewards"] += 1
+                await asyncio.sleep(run.latency)  # reward once the whole group is complete
+                state["rewards"] -= 1
+                run.finished_lengths += [len(t) for t in group["tokens"]]
+                stats[0] += bool(valid[group["prompt"]])
+                stats[1] += 1
+                if valid[group["prompt"]]:
+                    ready.append(group["prompt"])
+            else:
+                saved.append(group)
+        wake.set()
+
+    def send(group: dict) -> None:
+        lengths = run.trace.lengths[group["prompt"]]
+        unfinished = [i for i, t in enumerate(group["tokens"]) if len(t) < int(lengths[i])]
+        group["open"] = len(unfinished)
+        state["segments"] += len(unfinished)
+        for i in unfinished:
+            tasks.append(asyncio.create_task(segment(group, i)))
+
+    tasks: list = []
+    while True:  # iterations; one in which nothing completes goes on
+        waiting, saved[:] = list(saved), []
+        for group in waiting:  # saved trajectories first
+            send(group)
+        while True:
+            if len(ready) < batch:
+                free = max(0, slots - state["segments"]) // run.trace.group_size
+                for _ in range(tasks_to_launch(batch - len(ready), 0, valid_rate_estimate(*stats), free)):
+                    prompt = run.group()
+                    send({"prompt": prompt, "tokens": [[] for _ in range(run.trace.group_size)]})
+            if state["segments"] == 0 and state["rewards"] == 0:
+                break
+            wake.clear()
+            await wake.wait()
+        if ready:
+            break
+    trained = ready[:batch]
+    del ready[:batch]
+    tokens = sum(run.train(prompt) for prompt in trained)
+    return {"wall_s": time.perf_counter() - start, "trained_tokens": int(tokens), "trained_groups": len(trained)}
+
+
 async def main(spec: dict) -> dict:
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
@@ -275,10 +357,14 @@ async def main(spec: dict) -> dict:
     trace = long_tail_trace(**spec["trace"])
     result = {"calibration": await calibrate(engine, prompt_ids)}
     result["repetition"] = await repetition(engine, prompts)
-    for policy in ("naive", "verl_sync", "seamless"):
-        run, stats, steps = _Run(engine, prompt_ids, trace, spec["reward_latency"]), [0, 0], []
+    for policy in ("naive", "verl_sync", "seamless", "partial"):
+        run, stats, steps, carry = _Run(engine, prompt_ids, trace, spec["reward_latency"]), [0, 0], [], {}
         for _ in range(spec["steps"]):
-            if policy == "naive":
+            if policy == "partial":
+                steps.append(
+                    await partial_step(run, spec["batch_groups"], spec["slots"], spec["token_budget"], stats, carry)
+                )
+            elif policy == "naive":
                 steps.append(await naive_step(run, spec["batch_groups"], spec["batch_groups"]))
             elif policy == "verl_sync":
                 steps.append(await verl_sync_step(run, spec["batch_groups"]))
