@@ -35,24 +35,13 @@ from reasonrl.plugins.rollout.seamless import fifo_early_termination, tasks_to_l
 from reasonrl.plugins.rollout.trace import long_tail_trace
 
 MAX_LEN = 64  # the smoke model's positions
-
-
-async def _generate(engine, prompt_ids, max_tokens: int, request_id: str) -> int:
-    from vllm import SamplingParams
-    from vllm.inputs import TokensPrompt
-
-    params = SamplingParams(temperature=1.0, ignore_eos=True, max_tokens=int(max_tokens))
-    final = None
-    async for output in engine.generate(TokensPrompt(prompt_token_ids=prompt_ids), params, request_id):
-        final = output
-    return len(final.outputs[0].token_ids) if final and final.outputs else 0
-
-
 #: +reasonrl/rollout=repeat_detection's pattern sizes (hydra_configs/reasonrl/rollout/repeat_detection.yaml)
 REPETITION = {"max_pattern_size": 64, "min_pattern_size": 1, "min_count": 8}
 
 
-async def _tokens(engine, prompt_ids, request_id: str, detect: bool, **sampling) -> int:
+async def _token_ids(engine, prompt_ids, request_id: str, detect: bool = False, **sampling) -> list[int]:
+    """One request's generated token ids (``sampling``: vLLM ``SamplingParams`` fields; ``detect``:
+    with the option's repeat detection)."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
     from vllm.sampling_params import RepetitionDetectionParams
@@ -62,7 +51,13 @@ async def _tokens(engine, prompt_ids, request_id: str, detect: bool, **sampling)
     params = SamplingParams(**sampling, **extra)
     async for output in engine.generate(TokensPrompt(prompt_token_ids=prompt_ids), params, request_id):
         final = output
-    return len(final.outputs[0].token_ids) if final and final.outputs else 0
+    return list(final.outputs[0].token_ids) if final and final.outputs else []
+
+
+async def _generate(engine, prompt_ids, max_tokens: int, request_id: str) -> int:
+    """Tokens of one sampled response forced to ``max_tokens`` (``ignore_eos``)."""
+    ids = await _token_ids(engine, prompt_ids, request_id, temperature=1.0, ignore_eos=True, max_tokens=int(max_tokens))
+    return len(ids)
 
 
 async def repetition(engine, prompts: list[list[int]], rounds: int = 5, requests: int = 32) -> dict:
@@ -76,9 +71,9 @@ async def repetition(engine, prompts: list[list[int]], rounds: int = 5, requests
     for _ in range(rounds):
         for detect in (False, True):
             start = time.perf_counter()
-            counts = await asyncio.gather(
+            responses = await asyncio.gather(
                 *(
-                    _tokens(
+                    _token_ids(
                         engine,
                         prompts[i % len(prompts)],
                         uuid.uuid4().hex,
@@ -90,12 +85,12 @@ async def repetition(engine, prompts: list[list[int]], rounds: int = 5, requests
                     for i in range(requests)
                 )
             )
-            per_token[detect].append((time.perf_counter() - start) / max(1, sum(counts)))
+            per_token[detect].append((time.perf_counter() - start) / max(1, sum(map(len, responses))))
     greedy = {}
     for detect in (False, True):
-        greedy[detect] = await asyncio.gather(
+        responses = await asyncio.gather(
             *(
-                _tokens(
+                _token_ids(
                     engine,
                     p,
                     uuid.uuid4().hex,
@@ -107,6 +102,7 @@ async def repetition(engine, prompts: list[list[int]], rounds: int = 5, requests
                 for p in prompts
             )
         )
+        greedy[detect] = [len(ids) for ids in responses]
     looping = [i for i, (off, on) in enumerate(zip(greedy[False], greedy[True])) if on < off]
     off, on = float(np.median(per_token[False])), float(np.median(per_token[True]))
     return {
@@ -251,18 +247,6 @@ async def seamless_step(run: _Run, batch: int, slots: int, stats: list[int]) -> 
     return {"wall_s": time.perf_counter() - start, "trained_tokens": int(trained), "stop_s": stop}
 
 
-async def _segment(engine, prompt_ids: list[int], max_tokens: int, request_id: str) -> list[int]:
-    """One budgeted segment: up to ``max_tokens`` new token ids after ``prompt_ids``."""
-    from vllm import SamplingParams
-    from vllm.inputs import TokensPrompt
-
-    params = SamplingParams(temperature=1.0, ignore_eos=True, max_tokens=int(max_tokens))
-    final = None
-    async for output in engine.generate(TokensPrompt(prompt_token_ids=prompt_ids), params, request_id):
-        final = output
-    return list(final.outputs[0].token_ids) if final and final.outputs else []
-
-
 async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: list[int], carry: dict) -> dict:
     """One iteration of Kimi's partial rollout (§2.6.2): each request writes at most ``budget``
     tokens per iteration; one that reaches it unfinished is saved with its tokens so far and
@@ -282,7 +266,14 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
     async def segment(group: dict, sample: int) -> None:
         want = int(run.trace.lengths[group["prompt"]][sample])
         tokens = group["tokens"][sample]
-        new = await _segment(run.engine, run.prompt_ids + tokens, min(budget, want - len(tokens)), uuid.uuid4().hex)
+        new = await _token_ids(
+            run.engine,
+            run.prompt_ids + tokens,
+            uuid.uuid4().hex,
+            temperature=1.0,
+            ignore_eos=True,
+            max_tokens=min(budget, want - len(tokens)),
+        )
         tokens += new
         run.generated += len(new)
         group["open"] -= 1

@@ -250,8 +250,8 @@ class StalenessRolloutCallback(SeamlessRolloutCallback):
     """LongCat's staleness-bounded streaming (DORA, §3.1.1) on the seamless schedule: the surplus
     finished valid groups stay in reasonrl's replay buffer, tagged with the policy version that
     generated them, and fill up to ``reuse_ratio`` of a later batch while at most ``staleness``
-    versions behind the trainer (``staleness.within_bound``); older ones are cleared and their
-    prompts regenerated; batches are shuffled; verl's trainer recomputes the log-probs (and the
+    versions behind the trainer (the buffer applies the bound, ``staleness.within_bound``'s rule,
+    to verl's version tags); older ones are cleared and their prompts regenerated; batches are shuffled; verl's trainer recomputes the log-probs (and the
     LongCat objective's truncated IS corrects the engine/trainer gap)."""
 
     COUNTS = ("kept_groups", "reused_groups", "stale_groups", "trained_staleness_max", "trained_staleness_mean")

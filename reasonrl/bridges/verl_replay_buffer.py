@@ -26,6 +26,7 @@ from ``algorithm.filter_groups`` and ``data.train_batch_size``).
 
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 from collections import Counter
@@ -93,7 +94,6 @@ class ReportingReplayBuffer(ReplayBuffer):
         self.poll_interval = float(options.get("poll_interval", self.poll_interval))
         self._aborted: set[str] = set()  # uids aborted this step: not evicted, not outcomes
         self._step_tokens: Counter = Counter()  # response tokens this step, by fate
-        self._step_counts: Counter = Counter()
 
     def _groups(self, partition_id: str, uids, trained: bool) -> list[FinishedGroup]:
         keys = sorted(key for key in self.partitions[partition_id] if replay_buffer_uid(key) in uids)
@@ -208,15 +208,13 @@ class ReportingReplayBuffer(ReplayBuffer):
         """Policy versions the trainer is ahead of the one that generated the group (verl's tag)."""
         return global_steps - self.prompt_global_steps[partition_id].get(uid, global_steps)
 
-    def _kept_for_step(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[list[str], set[str]]:
+    def _kept_for_step(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[list[str], set[str], int]:
         """At a step's start every finished group was kept by an earlier step: those past the bound
         are cleared (reported untrained); of the rest, the oldest ``reuse_ratio · batch_size`` may
-        fill this batch (returned in order), the others wait (``parked``, out of this step)."""
+        fill this batch (returned in order), the others wait (``parked``, out of this step).
+        Returns (reused, parked, groups cleared as stale)."""
         kept = set(self.finished_keys[partition_id])
-        if not kept:
-            return [], set()
         stale = {uid for uid in kept if self._version_lag(global_steps, partition_id, uid) > self.schedule.staleness}
-        self._step_counts["stale_groups"] = len(stale)
         self._clear_groups(partition_id, stale)
         last = len(self.launch_order)
         order = sorted(
@@ -224,13 +222,11 @@ class ReportingReplayBuffer(ReplayBuffer):
             key=lambda uid: (self.prompt_global_steps[partition_id].get(uid, 0), self.launch_order.get(uid, last), uid),
         )
         quota = int(float(getattr(self.schedule, "reuse_ratio", 0.0)) * batch_size)
-        return order[:quota], set(order[quota:])
+        return order[:quota], set(order[quota:]), len(stale)
 
     def kept_groups_digest(self, partition_id: str = "train") -> tuple[int, str]:
         """(groups, sha256) of the finished groups the buffer holds: keys, verl's tags and response
         tokens — equal before a checkpoint and after its restore when nothing was lost."""
-        import hashlib
-
         self._sync_metadata_from_transfer_queue()
         uids = sorted(self.finished_keys[partition_id])
         keys = sorted(key for key in self.partitions[partition_id] if replay_buffer_uid(key) in set(uids))
@@ -249,16 +245,17 @@ class ReportingReplayBuffer(ReplayBuffer):
     def _sample_scheduled(self, global_steps: int, partition_id: str, batch_size: int):
         """One training batch under the callback's schedule (see the module docstring)."""
         metrics: dict = {}
-        self._aborted, self._step_tokens, self._step_counts = set(), Counter(), Counter()
+        self._aborted, self._step_tokens = set(), Counter()
         invalid = launched = 0
         selected: list[str] | None = None
         start = last_poll = time.monotonic()
         busy = 0.0
         reused: list[str] = []
         parked: set[str] = set()  # kept groups beyond this step's reuse quota: untouched
+        stale = 0
         if self.keeps_groups:
             self._sync_metadata_from_transfer_queue()
-            reused, parked = self._kept_for_step(global_steps, partition_id, batch_size)
+            reused, parked, stale = self._kept_for_step(global_steps, partition_id, batch_size)
         while True:
             self._sync_metadata_from_transfer_queue()
             reasons = self._terminal_eviction_reasons(global_steps, partition_id)
@@ -292,12 +289,9 @@ class ReportingReplayBuffer(ReplayBuffer):
             self.resume_requests()
         surplus = (self.finished_keys[partition_id] | self.failure_keys[partition_id]) - set(selected) - parked
         kept: set[str] = set()
-        if self.keeps_groups:  # the finished valid surplus stays for later steps (aborted ones never)
-            self._sync_metadata_from_transfer_queue()
-            valid = self._sampleable_terminal_keys(
-                partition_id, self._terminal_eviction_reasons(global_steps, partition_id)
-            )
-            kept = (valid & surplus) - self._aborted
+        if self.keeps_groups:  # the finished valid surplus stays for later steps (aborted ones never);
+            # the last poll ran after every aborted request was back: its reasons are current
+            kept = (self._sampleable_terminal_keys(partition_id, reasons) & surplus) - self._aborted
         self._clear_groups(partition_id, surplus - kept)  # aborted ones (reported aborted) and surplus finished ones
         counts = {
             "launched_prompts": launched,
@@ -313,7 +307,7 @@ class ReportingReplayBuffer(ReplayBuffer):
                 {
                     "kept_groups": len(kept | parked),
                     "reused_groups": len(set(reused) & set(selected)),
-                    "stale_groups": self._step_counts["stale_groups"],
+                    "stale_groups": stale,
                     "trained_staleness_max": max(lags),
                     "trained_staleness_mean": sum(lags) / len(lags),
                 }
