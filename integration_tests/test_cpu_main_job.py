@@ -114,11 +114,6 @@ def nemotron_techniques(steps: dict, run_dir: Path) -> None:
 #: task reward 0/1, plus the format reward (weight 1) in nemotron, plus Kimi's length reward (|.| <= 0.5)
 #: and repetition penalty (0.5)
 RECIPE_REWARD_RANGE = {"kimi_k15": (-1.0, 1.5), "nemotron": (0.0, 2.0)}
-#: What only the recipe's own techniques produce in one step (its loss, its rewards).
-#: mimo: the Ctrl-C/resume test below; kimi_k15: its own Ctrl-C/resume test (partial rollout's held
-#: groups across the restart); longcat: its staleness Ctrl-C/resume test (ε_pos_high schedule, masking,
-#: DORA's kept groups across the restart).
-RECIPE_TECHNIQUES = {"nemotron": nemotron_techniques}
 #: Kimi's length penalty from step 1 (its warm-up is 20 steps): the group step of trainer mode
 #: reasonrl_sync then reads and writes verl's TransferQueue fields in this one-step run.
 RECIPE_OVERRIDES = {
@@ -137,20 +132,41 @@ RECIPE_OVERRIDES = {
         # tokens (most sums with their end token) need a second segment
         f"reasonrl.rollout.token_budget={KIMI_TOKEN_BUDGET}",
     ],
-    # validation before the step: where verl logs the reward fields of a run without reasonrl_sync
-    "nemotron": ["trainer.val_before_train=true"],
 }
 
 
-@pytest.mark.parametrize("recipe", sorted(RECIPE_TECHNIQUES))
-def test_every_recipe_trains_one_step_on_the_cpu_preset(tmp_path, run_tag, recipe):
-    run_dir, log = tmp_path / "run", tmp_path / "train.log"
-    overrides = ["trainer.total_training_steps=1", "trainer.test_freq=-1", *RECIPE_OVERRIDES[recipe]]
-    result = run_to_end(train_args(recipe, run_dir, *overrides), run_tag, log)
-    assert result.returncode == 0, tail(log)
-    (steps,) = launch_metrics(run_dir)
-    assert_steps_trained(steps, range(1, 2), log, RECIPE_REWARD_RANGE[recipe])
-    RECIPE_TECHNIQUES[recipe](steps, run_dir)
+def test_nemotron_in_reasonrl_colocate_async_keeps_its_in_flight_prompts_across_ctrl_c(tmp_path, run_tag):
+    """nemotron with its own techniques in reasonrl's asynchronous trainer mode (issue 22: the
+    callbacks, prompt source and checkpointed state of reasonrl_sync on verl's colocate_async, one
+    mixin): verl's partial rollout trains step 2 on samples generated one version earlier; Ctrl-C
+    after the first checkpoint and a resume: verl re-issues the prompts its checkpoint holds in
+    flight, reasonrl restores their dataset rows, so every group's outcome reaches the sampler."""
+    run_dir = tmp_path / "run"
+    total = 2
+    args = train_args(
+        "nemotron",
+        run_dir,
+        f"trainer.total_training_steps={total}",
+        "trainer.test_freq=-1",
+        "trainer.v1.trainer_mode=reasonrl_colocate_async",
+        "trainer.val_before_train=true",  # where verl logs the reward manager's per-sample fields
+    )
+    saved, first_launch, resumed, resume_log = interrupt_and_resume(
+        args, run_dir, tmp_path, run_tag, total, RECIPE_REWARD_RANGE["nemotron"]
+    )
+    both = {s: {**first_launch.get(s, {}), **resumed.get(s, {})} for s in {*first_launch, *resumed}}
+    nemotron_techniques(first_launch, run_dir)
+    # verl's colocate_async: the warm-up batch was generated before step 1's update, trained at step 2
+    assert both[2]["training/off_policy/trajectory_staleness/max"] == 1, both[2]
+    assert_state_restored("sampling", run_dir, saved, resume_log)
+    rows = load_state(run_dir / f"global_step_{saved}" / "reasonrl" / "prompt_rows.npz")["rows"]
+    log = resume_log.read_text()
+    reissued = re.search(r"Restored (\d+) training prompt groups from TransferQueue", log)
+    assert reissued and int(reissued.group(1)) == len(rows) > 0, tail(resume_log)
+    assert f"[reasonrl] prompt_rows: {len(rows)} in-flight prompts' rows restored" in log
+    for step in training_steps(both):  # every finished group's outcome reached the sampler, resumed ones too
+        assert both[step]["reasonrl/trainer/groups_without_prompt_row"] == 0, (step, both[step])
+        assert both[step]["reasonrl/sampling/drawn"] >= 16, "reasonrl's prompt source supplied every batch"
 
 
 def test_kimi_partial_rollout_loses_no_held_group_across_ctrl_c(tmp_path, run_tag):

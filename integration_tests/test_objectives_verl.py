@@ -28,10 +28,17 @@ def test_trainer_mode_is_registered_where_verl_looks_it_up():
     """verl's TaskRunner process imports verl.trainer.main_ppo first; plain workers skip it."""
     task_runner = python_fresh(
         "import verl.trainer.main_ppo\nfrom verl.trainer.ppo.v1 import get_trainer_cls\n"
-        "from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync\nprint(issubclass(get_trainer_cls('reasonrl_sync'), PPOTrainerSync))"
+        "from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync\n"
+        "from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync\n"
+        "from reasonrl.bridges.verl_trainer_classes import ReasonrlTrainerMixin as M\n"
+        "sync, colocate = get_trainer_cls('reasonrl_sync'), get_trainer_cls('reasonrl_colocate_async')\n"
+        "print(issubclass(sync, (M, PPOTrainerSync)) and issubclass(colocate, PPOTrainerColocateAsync), "
+        "issubclass(sync, M) and issubclass(colocate, M) and not issubclass(colocate, PPOTrainerSync), "
+        "sync.VERL_MODE, colocate.VERL_MODE)"
     )
     worker = python_fresh("import verl, sys\nprint('verl.trainer.ppo.v1.trainer_base' in sys.modules)")
-    assert task_runner.stdout.split()[-1] == "True", task_runner.stderr[-2000:]
+    # both of reasonrl's modes: one mixin (callbacks, prompt source, state) on verl's two trainers
+    assert task_runner.stdout.split()[-4:] == ["True", "True", "sync", "colocate_async"], task_runner.stderr[-2000:]
     assert worker.stdout.split()[-1] == "False", "a worker process does not pay for verl's trainer imports"
 
 

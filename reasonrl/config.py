@@ -54,18 +54,23 @@ def config_value(config: Any, key: str, default: Any = None) -> Any:
     return OmegaConf.select(config, key, default=default)
 
 
-#: reasonrl's verl trainer mode: verl's synchronous trainer + plugin callbacks (bridges/verl_trainer.py).
+#: reasonrl's verl trainer modes: verl's synchronous trainer / its colocated asynchronous trainer
+#: (partial rollout across weight updates), each plus the plugin callbacks (bridges/verl_trainer.py).
 REASONRL_TRAINER_MODE = "reasonrl_sync"
+REASONRL_ASYNC_TRAINER_MODE = "reasonrl_colocate_async"
+REASONRL_TRAINER_MODES = (REASONRL_TRAINER_MODE, REASONRL_ASYNC_TRAINER_MODE)
 
 
-def require_trainer_mode(config: Any, needs: str) -> None:
-    """Refuse a run whose ``trainer.v1.trainer_mode`` is not reasonrl's: ``needs`` says what of the
-    plugin runs there (e.g. "the length curriculum (a trainer callback)")."""
+def require_trainer_mode(config: Any, needs: str, modes: tuple[str, ...] = REASONRL_TRAINER_MODES) -> None:
+    """Refuse a run whose ``trainer.v1.trainer_mode`` is not one of ``modes`` (by default any of
+    reasonrl's): ``needs`` says what of the plugin runs there (e.g. "the length curriculum (a trainer
+    callback)")."""
     mode = config_value(config, "trainer.v1.trainer_mode")
-    if mode != REASONRL_TRAINER_MODE:
+    if mode not in modes:
+        names = " or ".join(repr(m) for m in modes)
         raise ConfigError(
             "trainer.v1.trainer_mode",
-            f"is {mode!r}, but {needs} runs in trainer mode {REASONRL_TRAINER_MODE!r} (the plugin's option sets it)",
+            f"is {mode!r}, but {needs} runs in trainer mode {names} (the plugin's option sets {REASONRL_TRAINER_MODE!r})",
         )
 
 

@@ -39,6 +39,7 @@ def test_every_reach_names_its_range_piece_and_public_replacement():
     names = {reach.name for reach in reaches}
     assert {
         "verl.sync-trainer",
+        "verl.colocate-async-trainer",
         "verl.replay-buffer",
         "verl.main-ppo-body",
         "verl.sft-trainer",

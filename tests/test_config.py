@@ -122,3 +122,17 @@ def test_allowed_range_text():
     assert allowed_range({"low": 0, "high": 1, "low_open": True}) == "(0, 1]"
     assert allowed_range({"low": None, "high": None}) == "any value"
     assert allowed_range({"high": 2.0}) == "(-inf, 2.0]"
+
+
+@pytest.mark.parametrize("recipe", ["mimo", "kimi_k15", "longcat", "nemotron"])
+def test_every_recipes_plugins_accept_any_of_reasonrls_trainer_modes(recipe):
+    """The plugins' callbacks run in trainer mode reasonrl_sync and reasonrl_colocate_async alike
+    (one trainer mixin); a mode without reasonrl's callbacks is refused, naming the key."""
+    from reasonrl.api import validate_config
+    from reasonrl.cli.train import compose_config
+
+    for mode in ("reasonrl_sync", "reasonrl_colocate_async"):
+        validate_config(compose_config([f"recipe={recipe}", "+preset=cpu_tiny", f"trainer.v1.trainer_mode={mode}"]))
+    with pytest.raises(ConfigError) as error:
+        validate_config(compose_config([f"recipe={recipe}", "+preset=cpu_tiny", "trainer.v1.trainer_mode=sync"]))
+    assert error.value.key == "trainer.v1.trainer_mode" and "reasonrl_colocate_async" in str(error.value)

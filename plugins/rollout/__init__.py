@@ -15,7 +15,7 @@ staleness-bounded streaming), Llama-Nemotron §5.2.3 (FP8 generation).
 
 from __future__ import annotations
 
-from reasonrl.config import ConfigError, config_value, require_agent_loop, require_trainer_mode
+from reasonrl.config import REASONRL_TRAINER_MODE, ConfigError, config_value, require_agent_loop, require_trainer_mode
 from reasonrl.contracts import ConfigGroup, PluginInfo, Registration, TrainerCallback
 from reasonrl.hookspecs import hookimpl
 from reasonrl.plugins.rollout.config import AGENT_LOOP, ROLLOUT_GROUP
@@ -82,9 +82,10 @@ def reasonrl_api_functions() -> dict:
 
 
 def check_rollout(config) -> None:
-    """Repeat detection and partial rollout run in the ``reasonrl_rollout`` agent loop under trainer
-    mode ``reasonrl_sync`` (partial rollout also needs reasonrl's replay buffer, which holds the
-    unfinished groups; so do seamless and staleness-bounded rollout, which it schedules)."""
+    """Repeat detection and partial rollout run in the ``reasonrl_rollout`` agent loop; partial,
+    seamless and staleness-bounded rollout in trainer mode ``reasonrl_sync`` and reasonrl's replay
+    buffer (which holds the unfinished groups / runs the schedule); the repetition penalty in any
+    of reasonrl's trainer modes."""
     from reasonrl.plugins.rollout.config import settings_from
 
     settings = settings_from(config)
@@ -93,7 +94,12 @@ def check_rollout(config) -> None:
         require_agent_loop(config, AGENT_LOOP, "repeat detection / partial rollout (+reasonrl/rollout=<option>)")
     if partial or settings.seamless or settings.staleness is not None:
         option = "partial" if partial else "staleness" if settings.staleness is not None else "seamless"
-        require_trainer_mode(config, f"{option} rollout (a trainer callback and reasonrl's replay buffer)")
+        require_trainer_mode(
+            config,
+            f"{option} rollout (a synchronous step's schedule in reasonrl's replay buffer; verl's colocate_async is "
+            "its own partial rollout)",
+            modes=(REASONRL_TRAINER_MODE,),
+        )
         buffer = config_value(config, "trainer.v1.sampler.custom_sampler.name")
         if buffer != "ReportingReplayBuffer":
             raise ConfigError(
@@ -126,7 +132,7 @@ def check_async_mode(config) -> None:
             CHECKPOINT_ENGINE,
             "is 'naive', but trainer.v1.trainer_mode=separate_async needs a checkpoint engine that sends weights "
             "to a separate rollout pool (nccl, nixl, mooncake, ...: GPU machines); on a CPU machine use trainer "
-            "mode reasonrl_sync or colocate_async",
+            "mode reasonrl_sync, reasonrl_colocate_async or colocate_async",
         )
 
 

@@ -1,5 +1,6 @@
-"""verl's sync ``ReplayBuffer`` that reports every finished prompt group to trainer mode
-``reasonrl_sync``: the groups that go into the batch and the ones verl's DAPO filter
+"""verl's ``ReplayBuffer`` that reports every finished prompt group to reasonrl's trainer modes
+(``reasonrl_sync``; ``reasonrl_colocate_async`` gets the same class on verl's ``ReplayBufferAsync``,
+chosen by verl's own ``trainer_mode`` argument): the groups that go into the batch and the ones verl's DAPO filter
 (``algorithm.filter_groups``) evicts or discards as surplus, each with its responses' scores.
 
 It also *holds* groups a callback asks it to (``hold_predicate``, e.g. partial rollout: a group
@@ -35,10 +36,11 @@ from typing import Any, Callable
 
 import transfer_queue as tq
 
-from reasonrl.compat.verl import replay_buffer_base, replay_buffer_uid
+from reasonrl.compat.verl import replay_buffer_async_base, replay_buffer_base, replay_buffer_uid
 from reasonrl.contracts import STREAM_METRICS, TOKEN_FATES, RolloutGroup, RolloutView
 
 ReplayBuffer = replay_buffer_base()  # version-guarded: this class overrides verl internals (compat.verl.REPLAY_BUFFER)
+ReplayBufferAsync = replay_buffer_async_base()
 
 
 @dataclass
@@ -65,6 +67,13 @@ REASONRL_FIELD_PREFIX = "reasonrl_"
 
 
 class ReportingReplayBuffer(ReplayBuffer):
+    def __new__(cls, *args, trainer_mode: str = "sync", **kwargs):
+        """One sampler name for every trainer mode: verl's async modes get the same reporting on
+        verl's ``ReplayBufferAsync`` (:class:`ReportingReplayBufferAsync`)."""
+        if cls is ReportingReplayBuffer and trainer_mode != "sync":
+            cls = ReportingReplayBufferAsync
+        return super().__new__(cls)
+
     def __init__(self, *, sampler_kwargs, **kwargs):
         options = dict(sampler_kwargs or {})
         metric = options.get("filter_groups_metric") if options.get("filter_groups_enable") else None
@@ -324,6 +333,12 @@ class ReportingReplayBuffer(ReplayBuffer):
         metrics.update({f"{STREAM_METRICS}{fate}_tokens": self._step_tokens[fate] for fate in TOKEN_FATES})
         self._aborted = set()
         return batch, metrics
+
+
+class ReportingReplayBufferAsync(ReportingReplayBuffer, ReplayBufferAsync):
+    """The reporting buffer on verl's async sampling (stale / DAPO / failed groups evicted and
+    refilled one for one, ``max_off_policy_threshold``): finished groups reported as in the sync
+    buffer; no held groups or streaming schedule (the trainer refuses those outside reasonrl_sync)."""
 
 
 def _add_metrics(total: dict, new: dict) -> None:

@@ -1,9 +1,12 @@
-"""verl trainer mode ``reasonrl_sync``: verl's synchronous trainer plus plugin callbacks.
+"""verl trainer modes ``reasonrl_sync`` and ``reasonrl_colocate_async``: verl's synchronous trainer
+and its colocated asynchronous trainer, each plus plugin callbacks.
 
-Selected with ``trainer.v1.trainer_mode=reasonrl_sync`` (verl's own trainer registry).
-It behaves exactly as verl's ``sync`` trainer — verl branches on the mode's *name* in
-several places, so the instance reports ``sync`` — and calls every
-:class:`~reasonrl.contracts.TrainerCallback` that plugins declare and the run needs.
+Selected with ``trainer.v1.trainer_mode=reasonrl_sync`` (what the plugins' options set) or
+``trainer.v1.trainer_mode=reasonrl_colocate_async`` (verl's own trainer registry). Each behaves
+exactly as verl's ``sync`` / ``colocate_async`` trainer — verl branches on the mode's *name* in
+several places, so the instance reports verl's name — and calls every
+:class:`~reasonrl.contracts.TrainerCallback` that plugins declare and the run needs (one mixin,
+``verl_trainer_classes.ReasonrlTrainerMixin``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import os
 from typing import Any
 
 TRAINER_MODE = "reasonrl_sync"
+ASYNC_TRAINER_MODE = "reasonrl_colocate_async"
 
 
 def build_callbacks(config: Any) -> list[tuple[str, Any]]:
@@ -28,13 +32,14 @@ def build_callbacks(config: Any) -> list[tuple[str, Any]]:
 
 
 def register() -> None:
-    """Add ``reasonrl_sync`` to verl's trainer registry (idempotent)."""
+    """Add reasonrl's trainer modes to verl's trainer registry (idempotent)."""
     from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, register_trainer
 
-    from reasonrl.bridges.verl_sync_trainer import ReasonrlSyncTrainer
+    from reasonrl.bridges.verl_trainer_classes import ReasonrlColocateAsyncTrainer, ReasonrlSyncTrainer
 
-    if TRAINER_REGISTRY.get(TRAINER_MODE) is not ReasonrlSyncTrainer:
-        register_trainer(TRAINER_MODE)(ReasonrlSyncTrainer)
+    for mode, trainer in ((TRAINER_MODE, ReasonrlSyncTrainer), (ASYNC_TRAINER_MODE, ReasonrlColocateAsyncTrainer)):
+        if TRAINER_REGISTRY.get(mode) is not trainer:
+            register_trainer(mode)(trainer)
 
 
 #: The package whose import makes verl's trainer registry usable.
@@ -42,7 +47,7 @@ TRAINERS_PACKAGE = "verl.trainer.ppo.v1"
 
 
 def register_when_imported() -> None:
-    """Register ``reasonrl_sync`` as soon as verl's trainer package is imported — in verl's
+    """Register reasonrl's trainer modes as soon as verl's trainer package is imported — in verl's
     TaskRunner, the process that looks trainers up. Processes that never import it
     (workers, vLLM, reward loop) skip the ~1.5 s import of verl's trainer modules."""
     from reasonrl.bridges.import_hooks import run_after_import

@@ -5,7 +5,7 @@ the config is composed once and validated (``reasonrl.*`` keys, plugin checks), 
 value fails before any work starts — also with ``--cfg job``. The run itself is verl's own
 ``verl.trainer.main_ppo.main`` body on the composed config. Recipes that need per-step plugin
 callbacks select verl trainer mode ``reasonrl_sync`` (verl's ``PPOTrainerSync`` plus a thin
-subclass, ``bridges/verl_sync_trainer.py``) — all four shipped recipes do; a config without
+subclass, ``bridges/verl_trainer_classes.py``) — all four shipped recipes do; a config without
 such callbacks runs verl's own ``sync`` mode unchanged.
 """
 

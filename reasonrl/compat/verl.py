@@ -1,7 +1,8 @@
 """verl internals reasonrl uses (verl 0.9.1), each behind its version guard.
 
 Accessors import verl only when called. Subclasses that override verl's private methods take
-their base class from here (:func:`sync_trainer_base`, :func:`replay_buffer_base`,
+their base class from here (:func:`sync_trainer_base`, :func:`colocate_async_trainer_base`,
+:func:`replay_buffer_base`, :func:`replay_buffer_async_base`,
 :func:`sft_trainer_base`), so the version check runs where the subclass is built.
 """
 
@@ -15,7 +16,11 @@ VERL_0_9 = ">=0.9.1,<0.10"
 
 
 def _trainer_mode_is_ours(config: Any) -> bool:
-    return config_value(config, "trainer.v1.trainer_mode") == "reasonrl_sync"
+    return config_value(config, "trainer.v1.trainer_mode") in ("reasonrl_sync", "reasonrl_colocate_async")
+
+
+def _async_trainer_mode_is_ours(config: Any) -> bool:
+    return config_value(config, "trainer.v1.trainer_mode") == "reasonrl_colocate_async"
 
 
 def _reporting_buffer_selected(config: Any) -> bool:
@@ -41,9 +46,25 @@ SYNC_TRAINER = declare(
         versions=VERL_0_9,
         touches="PPOTrainerSync._build_replay_buffer/_next_train_batch (part of _fetch_one_gen_batch)/_compute_advantage/"
         "_update_actor/_save_checkpoint/_load_checkpoint/_val_metrics_update, the trainer_mode attribute",
-        used_by="trainer mode reasonrl_sync (plugin callbacks)",
+        used_by="trainer modes reasonrl_sync and reasonrl_colocate_async (plugin callbacks; the methods are "
+        "PPOTrainer's, shared by verl's sync and colocate_async trainers)",
         public_hook="a trainer callback API (per-step hooks, prompt source, checkpoint state) in verl's v1 trainer",
         needed=_trainer_mode_is_ours,
+    )
+)
+
+ASYNC_TRAINER = declare(
+    Reach(
+        name="verl.colocate-async-trainer",
+        package="verl",
+        versions=VERL_0_9,
+        touches="PPOTrainerColocateAsync (subclassed with the same overrides as verl.sync-trainer), "
+        "ReplayBufferAsync (ReportingReplayBuffer's async variant), the trainer_mode attribute set to "
+        "'colocate_async' (verl branches on the name: TransferQueue prompt persistence and checkpoint, refills)",
+        used_by="trainer mode reasonrl_colocate_async (verl's partial rollout across weight updates + plugin callbacks)",
+        public_hook="a trainer callback API in verl's v1 trainer; trainer-mode behaviour keyed on a class attribute, "
+        "not on the registered name",
+        needed=_async_trainer_mode_is_ours,
     )
 )
 
@@ -140,6 +161,22 @@ def sync_trainer_base() -> type:
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
     return PPOTrainerSync
+
+
+def colocate_async_trainer_base() -> type:
+    """verl's ``PPOTrainerColocateAsync`` (trainer mode ``reasonrl_colocate_async`` subclasses it)."""
+    ASYNC_TRAINER.require()
+    from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
+
+    return PPOTrainerColocateAsync
+
+
+def replay_buffer_async_base() -> type:
+    """verl's ``ReplayBufferAsync`` (``ReportingReplayBuffer``'s async variant subclasses it)."""
+    REPLAY_BUFFER.require()
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBufferAsync
+
+    return ReplayBufferAsync
 
 
 def replay_buffer_base() -> type:

@@ -104,6 +104,10 @@ def test_start_up_refuses_bad_values_naming_the_key():
             "trainer.v1.sampler.custom_sampler.name",
         ),
         ("+reasonrl/rollout=seamless trainer.v1.trainer_mode=sync", "trainer.v1.trainer_mode"),
+        # ... not reasonrl's asynchronous mode either (verl's colocate_async is its own partial rollout)
+        ("+reasonrl/rollout=seamless trainer.v1.trainer_mode=reasonrl_colocate_async", "trainer.v1.trainer_mode"),
+        ("+reasonrl/rollout=partial trainer.v1.trainer_mode=reasonrl_colocate_async", "trainer.v1.trainer_mode"),
+        ("+reasonrl/rollout=staleness trainer.v1.trainer_mode=reasonrl_colocate_async", "trainer.v1.trainer_mode"),
         # ... and cannot share the step with partial rollout (both decide when a group leaves it)
         ("+reasonrl/rollout=[repeat_detection,partial,seamless]", "reasonrl.rollout.seamless"),
     ):

@@ -1,4 +1,8 @@
-"""The trainer class behind verl trainer mode ``reasonrl_sync`` (see ``verl_trainer.py``).
+"""The trainer classes behind verl trainer modes ``reasonrl_sync`` and ``reasonrl_colocate_async``
+(see ``verl_trainer.py``): one mixin, :class:`ReasonrlTrainerMixin` — plugin callbacks, prompt source,
+checkpointed state — on verl's ``PPOTrainerSync`` and on its ``PPOTrainerColocateAsync`` (verl's
+partial rollout: unfinished requests aborted at the end of sampling and resumed after the weight
+update).
 
 Imported only where verl's trainers are imported (verl's TaskRunner), never at ``import verl``.
 """
@@ -18,7 +22,7 @@ from verl.utils.dataset.rl_dataset import collate_fn
 
 from reasonrl.bridges import verl_actor_loss
 from reasonrl.bridges.verl_trainer import build_callbacks, callback_state_path, single_callback, single_prompt_source
-from reasonrl.compat.verl import sync_trainer_base
+from reasonrl.compat.verl import colocate_async_trainer_base, sync_trainer_base
 from reasonrl.evaluation import validation_pass_at_k
 from reasonrl.state_io import digest, load_state, save_state
 
@@ -26,15 +30,23 @@ from reasonrl.state_io import digest, load_state, save_state
 TQ_FOLDER = "transfer_queue"
 #: the kept groups' record beside it (``global_step_<n>/reasonrl/kept_groups.npz``)
 KEPT_GROUPS = "kept_groups"
+#: the dataset rows of the prompts verl's async checkpoint holds in flight (``reasonrl/prompt_rows.npz``)
+PROMPT_ROWS = "prompt_rows"
+#: per step: finished groups of reasonrl's prompt source whose dataset row was unknown (0 unless lost)
+GROUPS_WITHOUT_ROW = "reasonrl/trainer/groups_without_prompt_row"
 
 PPOTrainerSync = sync_trainer_base()  # version-guarded: overrides verl internals (compat.verl.SYNC_TRAINER)
+PPOTrainerColocateAsync = colocate_async_trainer_base()  # likewise (compat.verl.ASYNC_TRAINER)
 
 
-class ReasonrlSyncTrainer(PPOTrainerSync):
-    """verl's ``PPOTrainerSync`` with reasonrl's per-step plugin callbacks."""
+class ReasonrlTrainerMixin:
+    """reasonrl's per-step plugin callbacks on one of verl's v1 trainers (listed first in the bases)."""
+
+    #: the verl mode this trainer behaves as: verl branches on the mode's *name* in several places
+    VERL_MODE = "sync"
 
     def _build_replay_buffer(self):
-        self.trainer_mode = "sync"  # called from __init__, before anything reads the mode
+        self.trainer_mode = self.VERL_MODE  # called from __init__, before anything reads the mode
         buffer = super()._build_replay_buffer()
         if hasattr(buffer, "group_listener"):  # reasonrl's ReportingReplayBuffer
             buffer.group_listener = self._groups_finished
@@ -47,6 +59,7 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
         self.actor_loss = verl_actor_loss.install(self, self.reasonrl_callbacks)  # one loss: verl's + every term
         self.prompt_source = single_prompt_source(self.reasonrl_callbacks)
         self.prompt_rows: dict[str, int] = {}
+        self.groups_without_row = 0
         self.launch_order: dict[str, int] = {}  # uid -> launch number (streaming schedules order by it)
         self._launch_numbers = itertools.count()
         self._wire_carried_groups()
@@ -56,6 +69,7 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
                 callback.on_init_end(self)
         self._restore_callback_states()
         self._restore_kept_groups()
+        self._restore_inflight_prompt_rows()
 
     def _wire_carried_groups(self) -> None:
         """Callbacks that hold finished groups back (``holds_group``) and send them out again
@@ -84,6 +98,11 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
         if schedule is None:
             return
         name, callback = schedule
+        if self.trainer_mode != "sync":
+            raise ValueError(
+                f"trainer.v1.trainer_mode: reasonrl callback {name!r} schedules a synchronous step (seamless / "
+                "staleness-bounded rollout); it runs in trainer mode reasonrl_sync"
+            )
         if self.reporting_buffer is None:
             raise ValueError(
                 f"trainer.v1.sampler.custom_sampler: reasonrl callback {name!r} schedules the rollout; it needs "
@@ -143,12 +162,15 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
         for group in groups:
             group.row = self.prompt_rows.pop(group.uid, None)
             self.launch_order.pop(group.uid, None)
+            # a group of reasonrl's prompt source whose row is lost: its outcome cannot reach the source
+            self.groups_without_row += self.prompt_source is not None and group.row is None
         for _name, callback in self.reasonrl_callbacks:
             if hasattr(callback, "on_groups_finished"):
                 callback.on_groups_finished(self, groups)
 
     # ---------------------------------------------------------------- per-step callbacks
     def _compute_advantage(self, batch, metrics: dict):
+        metrics[GROUPS_WITHOUT_ROW], self.groups_without_row = self.groups_without_row, 0
         for _name, callback in self.reasonrl_callbacks:
             if hasattr(callback, "before_advantage"):
                 callback.before_advantage(self, batch, metrics)
@@ -177,7 +199,28 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
             if hasattr(callback, "state_dict"):
                 save_state(callback_state_path(folder, name), callback.state_dict())
         self._save_kept_groups(folder)
+        self._save_inflight_prompt_rows(folder)
         super()._save_checkpoint()
+
+    def _save_inflight_prompt_rows(self, folder: str) -> None:
+        """verl's async modes checkpoint the prompts still in flight (TransferQueue) and re-issue them
+        on resume: their dataset rows are saved too, so the prompt source hears their outcomes."""
+        if self.trainer_mode == "sync":
+            return
+        save_state(callback_state_path(folder, PROMPT_ROWS), {"rows": dict(self.prompt_rows)})
+
+    def _restore_inflight_prompt_rows(self) -> None:
+        if self.resumed_from is None or self.trainer_mode == "sync":
+            return
+        path = callback_state_path(self.resumed_from, PROMPT_ROWS)
+        if not os.path.exists(path):
+            raise FileNotFoundError(
+                f"{path}: the checkpoint has no dataset rows of its in-flight prompts; resuming without them would "
+                "silently drop those prompts' outcomes"
+            )
+        rows = load_state(path)["rows"]
+        self.prompt_rows.update({uid: int(row) for uid, row in rows.items()})
+        print(f"[reasonrl] {PROMPT_ROWS}: {len(rows)} in-flight prompts' rows restored from {path}", flush=True)
 
     def _save_kept_groups(self, folder: str) -> None:
         """Finished groups kept across steps (staleness-bounded reuse) live in verl's TransferQueue,
@@ -240,3 +283,16 @@ class ReasonrlSyncTrainer(PPOTrainerSync):
                 )
             callback.load_state_dict(load_state(path))
             print(f"[reasonrl] {name}: state restored from {path} (sha256 {digest(callback.state_dict())})", flush=True)
+
+
+class ReasonrlSyncTrainer(ReasonrlTrainerMixin, PPOTrainerSync):
+    """Trainer mode ``reasonrl_sync``: verl's ``PPOTrainerSync`` with reasonrl's plugin callbacks."""
+
+    VERL_MODE = "sync"
+
+
+class ReasonrlColocateAsyncTrainer(ReasonrlTrainerMixin, PPOTrainerColocateAsync):
+    """Trainer mode ``reasonrl_colocate_async``: verl's ``PPOTrainerColocateAsync`` (partial rollout
+    across weight updates, ``trainer.v1.colocate_async.num_warmup_batches``) with the same callbacks."""
+
+    VERL_MODE = "colocate_async"
