@@ -15,14 +15,22 @@ from reasonrl.testing.fresh_process import reasonrl_fresh
 
 pytestmark = pytest.mark.integration
 
-RECIPES = ["mimo", "kimi_k15", "longcat", "nemotron"]
+RECIPES = ["mimo", "kimi_k15", "kimi_k15_long2short", "longcat", "nemotron"]
+#: required on the command line (kimi_k15_long2short: the long-CoT checkpoint it starts from)
+RECIPE_ARGS = {"kimi_k15_long2short": ["actor_rollout_ref.model.path=/checkpoints/long_cot"]}
 #: longcat: GRPO without its masked responses (incomplete-signal masking, plugins/rewards)
-ADV_ESTIMATOR = {"mimo": "grpo", "kimi_k15": "grpo", "longcat": "masked_grpo", "nemotron": "grpo"}
+ADV_ESTIMATOR = {
+    "mimo": "grpo",
+    "kimi_k15": "grpo",
+    "kimi_k15_long2short": "grpo",
+    "longcat": "masked_grpo",
+    "nemotron": "grpo",
+}
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_cfg_job_prints_merged_verl_config(recipe):
-    result = reasonrl_fresh(["train", f"recipe={recipe}", "--cfg", "job"])
+    result = reasonrl_fresh(["train", f"recipe={recipe}", *RECIPE_ARGS.get(recipe, []), "--cfg", "job"])
     assert result.returncode == 0, result.stderr
     config = yaml.safe_load(result.stdout)
     assert config["reasonrl"]["recipe"]["name"] == recipe
@@ -44,13 +52,17 @@ def report_values() -> dict[str, list[dict]]:
 
 
 def recipe_files(recipe: str) -> list[Path]:
-    """The recipe file and the option files its defaults list select (``/reasonrl/<group>: <option>``)."""
+    """The recipe file and the option files its defaults list select (``/reasonrl/<group>: <option>``),
+    and those of a recipe it extends (a bare name: kimi_k15_long2short extends kimi_k15), that one first."""
     path = CONFIGS / "recipe" / f"{recipe}.yaml"
-    files = [path]
+    files, parents = [path], []
     for entry in yaml.safe_load(path.read_text()).get("defaults", []):
         if isinstance(entry, dict):
             ((group, option),) = entry.items()
             files.append(CONFIGS / group.strip("/") / f"{option}.yaml")
+        elif entry != "_self_":
+            parents += recipe_files(entry)
+    files += parents
     return files
 
 
@@ -60,7 +72,7 @@ def composed():
 
     configs = {}
     for recipe in RECIPES:
-        configs[recipe] = compose_config([f"recipe={recipe}"])
+        configs[recipe] = compose_config([f"recipe={recipe}", *RECIPE_ARGS.get(recipe, [])])
         resolve_in_driver(configs[recipe])
     return configs
 
@@ -131,7 +143,7 @@ def test_composed_config_passes_verls_validation(recipe, preset):
     from reasonrl.api import validate_config as validate_reasonrl
     from reasonrl.cli.train import compose_config
 
-    config = compose_config([f"recipe={recipe}", *preset])
+    config = compose_config([f"recipe={recipe}", *preset, *([] if preset else RECIPE_ARGS.get(recipe, []))])
     validate_reasonrl(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
 
@@ -170,7 +182,10 @@ def test_missing_or_unknown_recipe_lists_the_recipes():
 def test_train_help_lists_recipes_and_presets():
     result = reasonrl_fresh(["train", "--help"])
     assert result.returncode == 0, result.stderr
-    assert "recipe: kimi_k15, longcat, mimo, nemotron" in result.stdout and "preset: cpu_tiny" in result.stdout
+    assert (
+        "recipe: kimi_k15, kimi_k15_long2short, longcat, mimo, nemotron" in result.stdout
+        and "preset: cpu_tiny" in result.stdout
+    )
 
 
 def test_train_help_with_a_recipe_is_hydras_with_reasonrl_header():
@@ -178,7 +193,7 @@ def test_train_help_with_a_recipe_is_hydras_with_reasonrl_header():
     assert result.returncode == 0, result.stderr
     assert (
         "reasonrl train: run verl's PPO/GRPO trainer" in result.stdout
-        and "recipe: kimi_k15, longcat, mimo, nemotron" in result.stdout
+        and "recipe: kimi_k15, kimi_k15_long2short, longcat, mimo, nemotron" in result.stdout
     )
 
 
