@@ -72,3 +72,84 @@ def test_shortest_rejection_sampling_and_dpo_pairs_on_vllm_cpu(tmp_path):
         [str(out["sft.parquet"])], tokenizer, OmegaConf.create({"max_length": 64, "truncation": "error"})
     )
     assert len(dataset) == len(kept) and int(dataset[0]["loss_mask"].sum()) > 0
+
+
+def dpo_pairs_file(tmp_path):
+    rows = [
+        {
+            "prompt": [{"role": "user", "content": f"{a}+{b}="}],
+            "chosen": [{"role": "assistant", "content": str(a + b)}],
+            "rejected": [{"role": "assistant", "content": f"{a + b + 1}{a}"}],
+        }
+        for a, b in [(12, 30), (5, 7), (40, 41), (9, 9), (61, 2), (33, 33), (18, 27), (70, 19)]
+    ]
+    path = tmp_path / "pairs.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    return path
+
+
+def test_trls_dpo_loss_is_dpos_equation_with_the_frozen_start_as_reference(tmp_path):
+    """TRL's loss on one batch against −mean log σ(β[(log π(y_w) − log π_ref(y_w)) − (log π(y_l) −
+    log π_ref(y_l))]) computed here from the two models' logits (response tokens summed)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from reasonrl.plugins.long2short.dpo import trainer
+
+    model = prepare() / "model"
+    reference = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
+    with torch.no_grad():  # a reference that differs from the policy: the equation's both terms matter
+        for p in reference.parameters():
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(1)) * 0.05)
+    dpo = trainer(
+        model, dpo_pairs_file(tmp_path), tmp_path / "out", beta=0.3, batch_size=4, steps=1, ref_model=reference
+    )
+    batch = next(iter(dpo.get_train_dataloader()))
+    policy = dpo.model
+    policy.eval()
+    with torch.no_grad():
+        loss = dpo.compute_loss(policy, batch).item()
+
+        def sequence_logps(net):
+            logits = net(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1].float()
+            picked = torch.log_softmax(logits, -1).gather(-1, batch["input_ids"][:, 1:, None])[..., 0]
+            return (picked * batch["completion_mask"][:, 1:]).sum(-1)
+
+        pi, ref = sequence_logps(policy), sequence_logps(reference)
+    (pi_w, pi_l), (ref_w, ref_l) = pi.chunk(2), ref.chunk(2)  # TRL's batch: chosen rows, then rejected rows
+    expected = -torch.nn.functional.logsigmoid(0.3 * ((pi_w - ref_w) - (pi_l - ref_l))).mean().item()
+    assert abs(expected - 0.6931) > 1e-3, "a non-trivial case (not the ref = policy start)"
+    assert loss == pytest.approx(expected, abs=1e-5)
+
+
+def test_dpo_on_long2short_pairs_prefers_the_short_correct_answers(tmp_path):
+    """A few DPO steps on CPU: the chosen−rejected reward margin grows from 0, the loss falls
+    below log 2, and the trained checkpoint loads and generates."""
+    done = reasonrl_fresh(
+        [
+            "long2short",
+            "dpo",
+            "--model",
+            str(prepare() / "model"),
+            "--pairs",
+            str(dpo_pairs_file(tmp_path)),
+            "--out",
+            str(tmp_path / "dpo"),
+            "--steps",
+            "6",
+            "--batch-size",
+            "4",
+            "--lr",
+            "1e-4",
+        ]
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("long2short dpo: ")]
+    log = json.loads(line.removeprefix("long2short dpo: "))
+    assert log["steps"] == 6 and log["first"]["loss"] == pytest.approx(0.6931, abs=1e-3)
+    assert log["last"]["rewards/margins"] > 0 and log["last"]["loss"] < 0.6931
+    from transformers import AutoModelForCausalLM
+
+    assert AutoModelForCausalLM.from_pretrained(tmp_path / "dpo").generate(
+        __import__("torch").tensor([[1, 2, 3]]), max_new_tokens=2, do_sample=False
+    ).shape == (1, 5)

@@ -25,9 +25,37 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     sample.add_argument("--sft-out", type=Path, required=True, help="verl SFT parquet (messages)")
     sample.add_argument("--dpo-out", type=Path, required=True, help="DPO parquet (prompt, chosen, rejected)")
     sample.add_argument("--samples-out", type=Path, default=None, help="every sample with length and verdict (JSONL)")
+    dpo = sub.add_parser("dpo", help="DPO on the pairs (TRL's DPOTrainer; reference = the frozen starting model)")
+    dpo.add_argument("--model", type=Path, required=True, help="the starting checkpoint (policy and reference)")
+    dpo.add_argument("--pairs", type=Path, required=True, help="DPO parquet from `reasonrl long2short sample`")
+    dpo.add_argument("--out", type=Path, required=True, help="folder for the trained checkpoint")
+    dpo.add_argument("--beta", type=float, default=0.1, help="DPO's β (Kimi gives none; DPO's paper 0.1)")
+    dpo.add_argument("--lr", type=float, default=1e-5)
+    dpo.add_argument("--steps", type=int, default=100)
+    dpo.add_argument("--batch-size", type=int, default=8)
+    dpo.add_argument("--seed", type=int, default=0)
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.action == "dpo":
+        from reasonrl.plugins.long2short.dpo import train
+
+        try:
+            log = train(
+                args.model,
+                args.pairs,
+                args.out,
+                beta=args.beta,
+                learning_rate=args.lr,
+                steps=args.steps,
+                batch_size=args.batch_size,
+                seed=args.seed,
+            )
+        except ValueError as error:
+            print(f"reasonrl long2short dpo: {error}", file=sys.stderr)
+            return 2
+        print(f"long2short dpo: {json.dumps({'steps': len(log), 'first': log[0], 'last': log[-1]})}", flush=True)
+        return 0
     from reasonrl.plugins.long2short.rejection import run
 
     if args.n < 2:
