@@ -2,7 +2,8 @@
 inside the functions; ``pip install reasonrl[long2short]``).
 
 TRL is the field's maintained DPO trainer and installs beside verl 0.9.1 and the CPU torch with
-no other package, so it is used as is: the loss is DPO's (Rafailov et al. 2023),
+no other package, so it is used as is (pinned to 1.12.0: verl 0.9.1 imports trl's PPO value-head
+class in its workers whenever trl is installed, and trl 1.14+ removed it): the loss is DPO's (Rafailov et al. 2023),
 
     L = −E log σ(β [(log π_θ(y_w|x) − log π_ref(y_w|x)) − (log π_θ(y_l|x) − log π_ref(y_l|x))]),
 

@@ -28,9 +28,9 @@ def reasonrl_plugin_info() -> PluginInfo:
 
 @hookimpl
 def reasonrl_cli_commands() -> list[CliCommand]:
-    from reasonrl.plugins.merging.cli import MERGE_COMMAND
+    from reasonrl.plugins.merging.cli import MERGE_COMMAND, PIPELINE_COMMAND
 
-    return [MERGE_COMMAND]
+    return [MERGE_COMMAND, PIPELINE_COMMAND]
 
 
 @hookimpl

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -124,6 +125,39 @@ def _run(args: argparse.Namespace) -> int:
     print(f"[reasonrl] merge: {spec.method} of {len(spec.experts)} checkpoint(s) written to {output}", flush=True)
     return 0
 
+
+def _configure_pipeline(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, help="pipeline YAML (recipe, workdir, domains, overrides, fusion knobs)")
+    parser.add_argument(
+        "--demo", type=Path, default=None, help="write two smoke domains and a CPU pipeline YAML here, then run it"
+    )
+    parser.add_argument("--demo-steps", type=int, default=2, help="RL steps per stage of the demo")
+
+
+def _run_pipeline(args: argparse.Namespace) -> int:
+    from reasonrl.plugins.merging.checkpoints import MergeError
+    from reasonrl.plugins.merging.domain_parallel import load_spec, run, write_demo
+
+    config = write_demo(args.demo, args.demo_steps) if args.demo else args.config
+    if config is None:
+        print("reasonrl domain-parallel: give --config or --demo", file=sys.stderr)
+        return 2
+    try:
+        spec = load_spec(config)
+        table = run(spec, log=lambda line: print(f"[reasonrl] domain-parallel: {line}", flush=True))
+    except (ConfigError, MergeError, RuntimeError) as error:
+        print(f"reasonrl domain-parallel: {config}: {error}", file=sys.stderr)
+        return 2
+    print(f"domain-parallel evaluation: {json.dumps(table)}", flush=True)
+    return 0
+
+
+PIPELINE_COMMAND = CliCommand(
+    "domain-parallel",
+    "LongCat §3.4: expert RL per domain, fusion, general RL from the fused model; evaluation table + plot",
+    _configure_pipeline,
+    _run_pipeline,
+)
 
 MERGE_COMMAND = CliCommand(
     "merge", "merge Hugging Face checkpoints (LongCat fusion, averaging, task arithmetic)", _configure, _run

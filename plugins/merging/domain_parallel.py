@@ -1,0 +1,174 @@
+"""LongCat-Flash-Thinking §3.4 domain-parallel training: one RL run per domain from the same
+starting model (each on its own data files), the fusion of the experts (:class:`Fusion`), then a
+general RL run from the fused model — ``reasonrl domain-parallel --config pipeline.yaml``.
+
+Every RL run is a ``reasonrl train`` process (verl + Ray + vLLM) in its own folder under
+``workdir``; verl saves Hugging Face weights with each checkpoint (``hf_model``), which the
+fusion reads. Stages are resumable: a finished stage leaves ``STAGE_DONE.json`` and is skipped
+on the next launch; an interrupted RL stage resumes from its own last checkpoint (verl's
+``resume_mode: auto``); the fusion writes its folder atomically. Finally every model (start,
+experts, fused, general) is evaluated on every domain's validation questions (greedy vLLM
+answers, the math reward): ``evaluation.json``, ``evaluation.md`` and ``evaluation.png``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from reasonrl.config import ConfigError, knob, validate_group
+from reasonrl.contracts import ConfigGroup
+
+DONE = "STAGE_DONE.json"
+HF_SAVE = "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]"
+
+
+@dataclasses.dataclass
+class PipelineSpec:
+    recipe: str = knob(help="the recipe of every RL run (LongCat: longcat)")
+    workdir: str = knob(help="folder of the stages (relative: to the YAML's folder)")
+    domains: dict = knob(help="name -> {train_files, val_files}: one expert RL run per domain")
+    general: dict | None = knob(None, help="{train_files, val_files} of the general RL run (default: every domain's)")
+    overrides: list = knob([], help="overrides of every RL run (e.g. +preset=cpu_tiny)")
+    expert_overrides: list = knob([], help="overrides of the expert runs (e.g. trainer.total_training_steps=...)")
+    general_overrides: list = knob([], help="overrides of the general run")
+    normalize: bool = knob(True, help="fusion: magnitude normalization across domains")
+    drop_rate: float = knob(0.0, help="fusion: DARE drop probability", low=0.0, high=1.0, high_open=True)
+    erase: bool = knob(True, help="fusion: majority-sign erasure")
+    seed: int = knob(0, help="fusion: drop masks' seed")
+    scale: float = knob(1.0, help="fusion: factor on the merged task vector")
+    eval_questions: int = knob(64, help="validation questions per domain in the evaluation", low=1)
+    eval_max_tokens: int = knob(32, help="answer budget in the evaluation", low=1)
+
+    def check(self) -> None:
+        if len(self.domains) < 2:
+            raise ConfigError("domain_parallel.domains", f"needs at least 2 domains, got {sorted(self.domains)}")
+        for name, files in self.domains.items():
+            if not isinstance(files, dict) or not {"train_files", "val_files"} <= set(files):
+                raise ConfigError(f"domain_parallel.domains.{name}", "needs train_files and val_files")
+
+
+PIPELINE_GROUP = ConfigGroup("domain_parallel", PipelineSpec, "reasonrl domain-parallel --config")
+
+
+def load_spec(path: Path) -> PipelineSpec:
+    values = yaml.safe_load(Path(path).read_text()) or {}
+    if isinstance(values.get("workdir"), str):
+        values["workdir"] = str(Path(path).parent / values["workdir"])
+    try:
+        return validate_group(PIPELINE_GROUP, values, prefix="")
+    except ConfigError as error:
+        raise ConfigError(error.key.lstrip("."), str(error).split(": ", 1)[1]) from None
+
+
+def _files(value) -> str:
+    """A verl data-files override value: one path, or a list."""
+    return json.dumps(value) if isinstance(value, list) else str(value)
+
+
+def run_rl(spec: PipelineSpec, folder: Path, data: dict, extra: list[str], log) -> Path:
+    """One RL stage (resumed by verl from its last checkpoint if interrupted): the Hugging Face
+    weights of its last checkpoint."""
+    done = folder / DONE
+    if done.exists():
+        log(f"{folder.name}: done, skipped")
+        return Path(json.loads(done.read_text())["checkpoint"])
+    folder.mkdir(parents=True, exist_ok=True)
+    args = [
+        sys.executable, "-m", "reasonrl.cli.main", "train", f"recipe={spec.recipe}", *spec.overrides, *extra,
+        f"data.train_files={_files(data['train_files'])}", f"data.val_files={_files(data['val_files'])}",
+        f"trainer.default_local_dir={folder}", HF_SAVE,
+    ]  # fmt: skip
+    log(f"{folder.name}: reasonrl train ... (log: {folder / 'train.log'})")
+    with open(folder / "train.log", "a") as out:
+        if subprocess.run(args, stdout=out, stderr=subprocess.STDOUT).returncode != 0:
+            raise RuntimeError(f"{folder.name}: the RL run failed; see {folder / 'train.log'}")
+    step = (folder / "latest_checkpointed_iteration.txt").read_text().strip()
+    checkpoint = folder / f"global_step_{step}" / "actor" / "huggingface"
+    done.write_text(json.dumps({"checkpoint": str(checkpoint), "step": int(step)}))
+    return checkpoint
+
+
+def starting_model(spec: PipelineSpec) -> Path:
+    from reasonrl.cli.train import compose_config, resolve_in_driver
+
+    config = compose_config([f"recipe={spec.recipe}", *spec.overrides])
+    resolve_in_driver(config)
+    return Path(config.actor_rollout_ref.model.path)
+
+
+def run(spec: PipelineSpec, log=print) -> dict:
+    from reasonrl.plugins.merging.checkpoints import merge_checkpoints
+    from reasonrl.plugins.merging.fusion import Fusion
+
+    work = Path(spec.workdir)
+    start = starting_model(spec)
+    experts = {
+        name: run_rl(spec, work / "experts" / name, files, spec.expert_overrides, log)
+        for name, files in spec.domains.items()
+    }
+    fused = work / "fused"
+    if not fused.exists():
+        log(f"fusion of {sorted(experts)} into {fused}")
+        merge_checkpoints(
+            start,
+            list(experts.values()),
+            fused,
+            Fusion(spec.normalize, spec.drop_rate, spec.erase, spec.seed, spec.scale),
+        )
+    general_data = spec.general or {
+        key: [
+            f for files in spec.domains.values() for f in ([files[key]] if isinstance(files[key], str) else files[key])
+        ]
+        for key in ("train_files", "val_files")
+    }
+    general = run_rl(
+        spec, work / "general", general_data, [f"actor_rollout_ref.model.path={fused}", *spec.general_overrides], log
+    )
+    models = {"start": start, **{f"expert:{n}": p for n, p in experts.items()}, "fused": fused, "general": general}
+    from reasonrl.plugins.merging.evaluate import evaluate_models
+
+    table = evaluate_models(
+        models,
+        {n: f["val_files"] for n, f in spec.domains.items()},
+        spec.eval_questions,
+        spec.eval_max_tokens,
+        work,
+        log,
+    )
+    return table
+
+
+def write_demo(folder: Path, steps: int = 2) -> Path:
+    """Two smoke domains of two-digit sums — without a carry (ones digits sum below 10) and with
+    one — as verl parquets, and a pipeline YAML for the CPU preset (``--demo``)."""
+    from reasonrl.smoke.data import write_parquet
+    from reasonrl.smoke.prepare import prepare, split_problems
+
+    prepare()
+    train, val = split_problems(__import__("reasonrl.smoke.model", fromlist=["TinyModelSpec"]).TinyModelSpec())
+    carry = lambda p: (p.a % 10) + (p.b % 10) >= 10  # noqa: E731
+    domains = {}
+    for name, keep in (("no_carry", lambda p: not carry(p)), ("carry", carry)):
+        data = folder / "data" / name
+        write_parquet([p for p in train if keep(p)], "train", data / "train.parquet", "longcat")
+        write_parquet([p for p in val if keep(p)], "test", data / "val.parquet", "longcat")
+        domains[name] = {"train_files": str(data / "train.parquet"), "val_files": str(data / "val.parquet")}
+    spec = {
+        "recipe": "longcat",
+        "workdir": "runs",
+        "domains": domains,
+        "overrides": ["+preset=cpu_tiny", "trainer.test_freq=-1", "trainer.val_before_train=false"],
+        "expert_overrides": [f"trainer.total_training_steps={steps}"],
+        "general_overrides": [f"trainer.total_training_steps={steps}"],
+        "eval_questions": 64,
+        "eval_max_tokens": 16,
+    }
+    path = folder / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
