@@ -212,13 +212,8 @@ class ReasonrlTrainerMixin:
     def _restore_inflight_prompt_rows(self) -> None:
         if self.resumed_from is None or self.trainer_mode == "sync":
             return
-        path = callback_state_path(self.resumed_from, PROMPT_ROWS)
-        if not os.path.exists(path):
-            raise FileNotFoundError(
-                f"{path}: the checkpoint has no dataset rows of its in-flight prompts; resuming without them would "
-                "silently drop those prompts' outcomes"
-            )
-        rows = load_state(path)["rows"]
+        path, saved = self._checkpointed_state(PROMPT_ROWS, "dataset rows of its in-flight prompts (their outcomes)")
+        rows = saved["rows"]
         self.prompt_rows.update({uid: int(row) for uid, row in rows.items()})
         print(f"[reasonrl] {PROMPT_ROWS}: {len(rows)} in-flight prompts' rows restored from {path}", flush=True)
 
@@ -243,14 +238,10 @@ class ReasonrlTrainerMixin:
         buffer = self.reporting_buffer
         if self.resumed_from is None or buffer is None or not buffer.keeps_groups:
             return
-        path = callback_state_path(self.resumed_from, KEPT_GROUPS)
-        if not os.path.exists(path):
-            raise FileNotFoundError(
-                f"{path}: the checkpoint has no kept groups of the staleness-bounded rollout; resuming without "
-                "them would silently drop them (was it written with reasonrl.rollout.staleness null?)"
-            )
+        path, saved = self._checkpointed_state(
+            KEPT_GROUPS, "kept groups of the staleness-bounded rollout (written with reasonrl.rollout.staleness null?)"
+        )
         tq.load_checkpoint(os.path.join(self.resumed_from, TQ_FOLDER))
-        saved = load_state(path)
         self.prompt_rows.update({uid: int(row) for uid, row in saved["rows"].items()})
         count, kept_digest = buffer.kept_groups_digest()
         if (count, kept_digest) != (int(saved["groups"]), saved["sha256"]):
@@ -259,6 +250,14 @@ class ReasonrlTrainerMixin:
                 f"checkpoint saved {saved['groups']} (sha256 {saved['sha256']})"
             )
         print(f"[reasonrl] {KEPT_GROUPS}: {count} groups restored from {path} (sha256 {kept_digest})", flush=True)
+
+    def _checkpointed_state(self, name: str, what: str) -> tuple[str, dict]:
+        """(path, state) of reasonrl's ``name`` in the checkpoint resumed from; a missing file stops
+        the run: resuming without ``what`` would silently drop it."""
+        path = callback_state_path(self.resumed_from, name)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path}: the checkpoint has no {what}; resuming without it would silently drop it")
+        return path, load_state(path)
 
     def _load_checkpoint(self):
         super()._load_checkpoint()
@@ -276,12 +275,8 @@ class ReasonrlTrainerMixin:
         for name, callback in self.reasonrl_callbacks:
             if not hasattr(callback, "load_state_dict"):
                 continue
-            path = callback_state_path(self.resumed_from, name)
-            if not os.path.exists(path):
-                raise FileNotFoundError(
-                    f"{path}: the checkpoint has no state for reasonrl callback {name!r}; resuming without it would silently reset it"
-                )
-            callback.load_state_dict(load_state(path))
+            path, state = self._checkpointed_state(name, f"state for reasonrl callback {name!r}")
+            callback.load_state_dict(state)
             print(f"[reasonrl] {name}: state restored from {path} (sha256 {digest(callback.state_dict())})", flush=True)
 
 

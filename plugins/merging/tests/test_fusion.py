@@ -33,20 +33,30 @@ def random_models(experts: int, seed: int, shapes=((5, 7), (11,), (3, 2, 4))):
 )
 def test_fusion_equals_the_independent_implementation(normalize, drop_rate, erase, scale):
     base, experts = random_models(3, seed=7)
-    fused = fuse_task_vectors(
+    assert_fusion_matches_reference(
         base, experts, normalize=normalize, drop_rate=drop_rate, erase=erase, seed=11, scale=scale
     )
+
+
+def assert_fusion_matches_reference(base, experts, **knobs):
+    """The facade against tests/reference.py, tensor by tensor; the drop exact for a fixed seed:
+    the reference applies the documented masks (``drop_masks``)."""
+    fused = fuse_task_vectors(base, experts, **knobs)
+    drop_rate = knobs["drop_rate"]
     for name, tensor in base.items():
-        # exact for a fixed seed: the masks are the documented ones (torch.rand >= p per expert, generator per tensor)
-        masks = [m.numpy() for m in drop_masks(tensor.shape, 3, drop_rate, 11, name)] if drop_rate else None
+        masks = (
+            [m.numpy() for m in drop_masks(tensor.shape, len(experts), drop_rate, knobs["seed"], name)]
+            if drop_rate
+            else None
+        )
         expected = fuse_reference(
             tensor.numpy(),
             [e[name].numpy() for e in experts],
-            normalize=normalize,
+            normalize=knobs["normalize"],
             keep_masks=masks,
             drop_rate=drop_rate,
-            erase=erase,
-            scale=scale,
+            erase=knobs["erase"],
+            scale=knobs["scale"],
         )
         np.testing.assert_allclose(fused[name].numpy(), expected, rtol=1e-10, atol=1e-12)
         assert fused[name].dtype == tensor.dtype
@@ -132,19 +142,7 @@ def test_chunked_rules_equal_the_independent_implementation(monkeypatch, drop_ra
 
     monkeypatch.setattr(fusion, "CHUNK", 7)
     base, experts = random_models(3, seed=4, shapes=((9, 8), (23,), (1,)))
-    fused = fuse_task_vectors(base, experts, normalize=True, drop_rate=drop_rate, erase=True, seed=2, scale=0.7)
-    for name, tensor in base.items():
-        masks = [m.numpy() for m in drop_masks(tensor.shape, 3, drop_rate, 2, name)] if drop_rate else None
-        expected = fuse_reference(
-            tensor.numpy(),
-            [e[name].numpy() for e in experts],
-            normalize=True,
-            keep_masks=masks,
-            drop_rate=drop_rate,
-            erase=True,
-            scale=0.7,
-        )
-        np.testing.assert_allclose(fused[name].numpy(), expected, rtol=1e-10, atol=1e-12)
+    assert_fusion_matches_reference(base, experts, normalize=True, drop_rate=drop_rate, erase=True, seed=2, scale=0.7)
     models = [base["t0"], *(e["t0"] for e in experts)]
     np.testing.assert_allclose(
         average_tensors(models, [1, 2, 3, 4]).numpy(), average_reference([m.numpy() for m in models], [1, 2, 3, 4])
