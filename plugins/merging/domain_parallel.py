@@ -148,11 +148,15 @@ def write_demo(folder: Path, steps: int = 2) -> Path:
     """Two smoke domains of two-digit sums — without a carry (ones digits sum below 10) and with
     one — as verl parquets, and a pipeline YAML for the CPU preset (``--demo``)."""
     from reasonrl.smoke.data import write_parquet
+    from reasonrl.smoke.model import TinyModelSpec
     from reasonrl.smoke.prepare import prepare, split_problems
 
     prepare()
-    train, val = split_problems(__import__("reasonrl.smoke.model", fromlist=["TinyModelSpec"]).TinyModelSpec())
-    carry = lambda p: (p.a % 10) + (p.b % 10) >= 10  # noqa: E731
+    train, val = split_problems(TinyModelSpec())
+
+    def carry(problem) -> bool:
+        return (problem.a % 10) + (problem.b % 10) >= 10
+
     domains = {}
     for name, keep in (("no_carry", lambda p: not carry(p)), ("carry", carry)):
         data = folder / "data" / name

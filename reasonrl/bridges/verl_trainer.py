@@ -14,8 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-TRAINER_MODE = "reasonrl_sync"
-ASYNC_TRAINER_MODE = "reasonrl_colocate_async"
+from reasonrl.config import REASONRL_ASYNC_TRAINER_MODE, REASONRL_TRAINER_MODE
 
 
 def build_callbacks(config: Any) -> list[tuple[str, Any]]:
@@ -37,7 +36,8 @@ def register() -> None:
 
     from reasonrl.bridges.verl_trainer_classes import ReasonrlColocateAsyncTrainer, ReasonrlSyncTrainer
 
-    for mode, trainer in ((TRAINER_MODE, ReasonrlSyncTrainer), (ASYNC_TRAINER_MODE, ReasonrlColocateAsyncTrainer)):
+    modes = ((REASONRL_TRAINER_MODE, ReasonrlSyncTrainer), (REASONRL_ASYNC_TRAINER_MODE, ReasonrlColocateAsyncTrainer))
+    for mode, trainer in modes:
         if TRAINER_REGISTRY.get(mode) is not trainer:
             register_trainer(mode)(trainer)
 

@@ -11,16 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 from reasonrl.compat import Reach, config_value, declare, never
+from reasonrl.config import REASONRL_ASYNC_TRAINER_MODE, REASONRL_TRAINER_MODES
 
 VERL_0_9 = ">=0.9.1,<0.10"
 
 
 def _trainer_mode_is_ours(config: Any) -> bool:
-    return config_value(config, "trainer.v1.trainer_mode") in ("reasonrl_sync", "reasonrl_colocate_async")
+    return config_value(config, "trainer.v1.trainer_mode") in REASONRL_TRAINER_MODES
 
 
 def _async_trainer_mode_is_ours(config: Any) -> bool:
-    return config_value(config, "trainer.v1.trainer_mode") == "reasonrl_colocate_async"
+    return config_value(config, "trainer.v1.trainer_mode") == REASONRL_ASYNC_TRAINER_MODE
 
 
 def _reporting_buffer_selected(config: Any) -> bool:
