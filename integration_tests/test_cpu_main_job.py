@@ -1,44 +1,40 @@
 """The CPU main job end to end: ``reasonrl train recipe=<r> +preset=cpu_tiny`` through verl's
 own trainer, a local Ray cluster and vLLM's CPU build as the rollout replica.
 
-Each launch is a real ``reasonrl train`` process (about a minute to start Ray, the FSDP
-trainer and vLLM on two cores, then ~3 s per step). What is checked: the configured steps
+Each launch is a real ``reasonrl train`` process (about two minutes to start Ray, the FSDP
+trainer and vLLM on two cores, then ~3-7 s per step). What is checked: the configured steps
 finish with finite rewards; vLLM generates with the trainer's weights (it starts from
 random weights, ``load_format: dummy``, so matching log-probs prove every weight sync);
 checkpoints are written and a second launch resumes after the last one (the sampler's state
-restored exactly); Ctrl-C leaves no
-Ray or vLLM process behind; every recipe runs the preset.
+restored exactly); Ctrl-C leaves no Ray or vLLM process behind; every recipe runs the preset
+(mimo, kimi_k15 as its long2short recipe, nemotron here; longcat as the general stage of
+``test_domain_parallel.py``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from reasonrl.state_io import digest, load_state
+from reasonrl.smoke.prepare import prepare
+from reasonrl.state_io import load_state
 from reasonrl.testing.cpu_runs import (
-    LAUNCH_TIMEOUT,
+    assert_state_restored,
     assert_steps_trained,
-    launch_metrics,
+    interrupt_and_resume,
     processes_with_tag,
     reasonrl_command,
-    run_to_end,
-    tagged_env,
     tail,
     train_args,
     training_steps,
 )
 
 pytestmark = pytest.mark.integration
-
-RECIPES = ["mimo", "kimi_k15", "longcat", "nemotron"]
 
 
 def kimi_k15_techniques(steps: dict, run_dir: Path) -> None:
@@ -114,13 +110,13 @@ def nemotron_techniques(steps: dict, run_dir: Path) -> None:
 #: task reward 0/1, plus the format reward (weight 1) in nemotron, plus Kimi's length reward (|.| <= 0.5)
 #: and repetition penalty (0.5)
 RECIPE_REWARD_RANGE = {"kimi_k15": (-1.0, 1.5), "nemotron": (0.0, 2.0)}
-#: Kimi's length penalty from step 1 (its warm-up is 20 steps): the group step of trainer mode
-#: reasonrl_sync then reads and writes verl's TransferQueue fields in this one-step run.
+#: Kimi's CPU run is its long2short RL recipe (kimi_k15_long2short: kimi_k15 with the length penalty
+#: from step 1 — the group step of trainer mode reasonrl_sync then reads and writes verl's
+#: TransferQueue fields from the first step — and a cut maximum length, the preset's here).
 RECIPE_OVERRIDES = {
     # The warm-started model answers a sum with the same number of tokens nearly every time (CI
     # once drew a step where every group had one length): sample hotter so lengths differ.
     "kimi_k15": [
-        "reasonrl.rewards.length_penalty_warmup_steps=0",
         "trainer.val_before_train=false",
         "actor_rollout_ref.rollout.temperature=2.0",
         # Kimi's repeat detection, tightened so the smoke answers trip it: the tokenizer spells
@@ -169,16 +165,18 @@ def test_nemotron_in_reasonrl_colocate_async_keeps_its_in_flight_prompts_across_
         assert both[step]["reasonrl/sampling/drawn"] >= 16, "reasonrl's prompt source supplied every batch"
 
 
-def test_kimi_partial_rollout_loses_no_held_group_across_ctrl_c(tmp_path, run_tag):
-    """kimi_k15 with its own techniques (issue 22: partial rollout + repeat detection), interrupted
-    by Ctrl-C after step 1's checkpoint and resumed: the groups held at step 1 — every response's
-    tokens so far — come back from the checkpoint exactly (state digest) and go out first at step 2,
-    which trains their continued responses."""
-    run_dir, log = tmp_path / "run", tmp_path / "first.log"
+def test_kimi_long2short_rl_with_partial_rollout_loses_no_held_group_across_ctrl_c(tmp_path, run_tag):
+    """Kimi §2.4's long2short RL (recipe kimi_k15_long2short, issue 23: the kimi_k15 recipe from a
+    given checkpoint, the length penalty from the first step) with Kimi's partial rollout and
+    repeat detection (issue 22), interrupted by Ctrl-C after step 1's checkpoint and resumed: the
+    groups held at step 1 — every response's tokens so far — come back from the checkpoint exactly
+    (state digest) and go out first at step 2, which trains their continued responses."""
+    run_dir = tmp_path / "run"
     total = 2
     args = train_args(
-        "kimi_k15",
+        "kimi_k15_long2short",
         run_dir,
+        f"actor_rollout_ref.model.path={prepare() / 'model'}",  # the chosen checkpoint (required: ???)
         f"trainer.total_training_steps={total}",
         "trainer.test_freq=-1",
         *RECIPE_OVERRIDES["kimi_k15"],
@@ -186,135 +184,11 @@ def test_kimi_partial_rollout_loses_no_held_group_across_ctrl_c(tmp_path, run_ta
     saved, first_launch, resumed, resume_log = interrupt_and_resume(
         args, run_dir, tmp_path, run_tag, total, RECIPE_REWARD_RANGE["kimi_k15"]
     )
-    assert_steps_trained(first_launch, range(1, saved + 1), log, RECIPE_REWARD_RANGE["kimi_k15"])
+    assert_steps_trained(first_launch, range(1, saved + 1), tmp_path / "first.log", RECIPE_REWARD_RANGE["kimi_k15"])
     assert_state_restored("rollout", run_dir, saved, resume_log)
     kimi_k15_techniques({**first_launch, **resumed}, run_dir)
-
-
-def assert_state_restored(callback: str, run_dir: Path, saved: int, resume_log: Path) -> dict:
-    """The resumed launch restored the callback's state from the last checkpoint, byte for byte."""
-    pattern = rf"\[reasonrl\] {callback}: state restored from (\S+) \(sha256 (\w+)\)"
-    restored = re.search(pattern, resume_log.read_text())
-    assert restored, tail(resume_log)
-    path, restored_digest = restored.groups()
-    assert Path(path) == run_dir / f"global_step_{saved}" / "reasonrl" / f"{callback}.npz"
-    state = load_state(path)
-    assert digest(state) == restored_digest
-    return state
-
-
-def wait_for_checkpoint(run_dir: Path, process: subprocess.Popen, log: Path, timeout: float = LAUNCH_TIMEOUT) -> int:
-    tracker = run_dir / "latest_checkpointed_iteration.txt"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"the run ended before its first checkpoint\n{tail(log)}"
-        if tracker.exists() and tracker.read_text().strip():
-            return int(tracker.read_text())
-        time.sleep(0.5)
-    raise AssertionError(f"no checkpoint within {timeout} s\n{tail(log)}")
-
-
-def interrupt_after_first_checkpoint(args: list[str], run_dir: Path, log: Path, run_tag: str, total: int) -> int:
-    """Launch, press Ctrl-C once a checkpoint exists, check that nothing is left behind; the step
-    of the last checkpoint (before the run's end)."""
-    with log.open("w") as out:
-        # a terminal's foreground job has SIGINT's default action; a test runner started in the
-        # background (`cmd &` in a non-interactive shell) passes SIGINT *ignored* to its children,
-        # and Python then never raises KeyboardInterrupt — restore the terminal's setting
-        process = subprocess.Popen(
-            args,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=tagged_env(run_tag),
-            start_new_session=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        )
-        try:
-            wait_for_checkpoint(run_dir, process, log)
-            # Ctrl-C in a terminal: SIGINT to the whole foreground process group.
-            os.killpg(process.pid, signal.SIGINT)
-            process.wait(timeout=120)
-        finally:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-    assert process.returncode != 0, "an interrupted run must not report success"
-    assert "[reasonrl] interrupted" in log.read_text(), tail(log)
-    deadline = time.monotonic() + 30
-    while processes_with_tag(run_tag) and time.monotonic() < deadline:
-        time.sleep(1)
-    assert not processes_with_tag(run_tag), "left behind after Ctrl-C:\n" + "\n".join(processes_with_tag(run_tag))
-
-    saved = int((run_dir / "latest_checkpointed_iteration.txt").read_text())
-    assert 1 <= saved < total, f"interrupted after step {saved} of {total}: too late to test a resume"
-    return saved
-
-
-def interrupt_and_resume(
-    args: list[str], run_dir: Path, tmp_path: Path, run_tag: str, total: int, reward_range=(0.0, 1.0)
-) -> tuple[int, dict, dict, Path]:
-    """Ctrl-C after the first checkpoint (``first.log``), then the same command again to the end
-    (``resume.log``), which trains the remaining steps: (saved step, first launch's metrics,
-    resumed launch's metrics, the resume log)."""
-    saved = interrupt_after_first_checkpoint(args, run_dir, tmp_path / "first.log", run_tag, total)
-    resume_log = tmp_path / "resume.log"
-    result = run_to_end(args, run_tag, resume_log)
-    assert result.returncode == 0, tail(resume_log)
-    first_launch, resumed = launch_metrics(run_dir)
-    assert_steps_trained(resumed, range(saved + 1, total + 1), resume_log, reward_range)
-    return saved, first_launch, resumed, resume_log
-
-
-def test_longcat_staleness_rollout_keeps_its_buffer_across_ctrl_c(tmp_path, run_tag):
-    """longcat with its own techniques: LongCat §3.1.1's staleness-bounded rollout
-    (+reasonrl/rollout=staleness, issue 22), the ε_pos_high schedule 0.2 → 0.3 reaching the loss in
-    verl's actor worker, incomplete-signal masking; interrupted by Ctrl-C after the first
-    checkpoint and resumed: the finished groups kept in the replay buffer come back exactly
-    (TransferQueue's checkpoint, digest), no step trains a group more than `staleness` versions old."""
-    run_dir = tmp_path / "run"
-    total = 3
-    args = train_args(
-        "longcat",
-        run_dir,
-        f"trainer.total_training_steps={total}",
-        "trainer.val_before_train=false",
-        "trainer.test_freq=-1",
-        "+reasonrl/rollout=staleness",
-        "reasonrl.objective.eps_pos_high=0.2",
-        "reasonrl.objective.eps_pos_high_schedule=linear",
-        "reasonrl.objective.eps_pos_high_end=0.3",
-        "reasonrl.objective.eps_pos_high_steps=2",
-        # incomplete-signal masking: 3 response tokens cut every 3-digit answer (about half the
-        # sums) before its EOS; no response counts as a repetition loop (min_repeats > window),
-        # so every cut response must be flagged and masked
-        "data.max_response_length=3",
-        "reasonrl.rewards.repetition_window=8",
-        "reasonrl.rewards.repetition_min_repeats=9",
-    )
-    saved, first_launch, resumed, resume_log = interrupt_and_resume(args, run_dir, tmp_path, run_tag, total)
-    both = {s: {**first_launch.get(s, {}), **resumed.get(s, {})} for s in {*first_launch, *resumed}}
-    first_log = (tmp_path / "first.log").read_text()
-    kept_saved = re.findall(rf"kept_groups: (\d+) groups saved at step {saved} \(sha256 (\w+)\)", first_log)
-    kept_restored = re.search(r"kept_groups: (\d+) groups restored from (\S+) \(sha256 (\w+)\)", resume_log.read_text())
-    assert kept_saved and kept_restored, tail(resume_log)
-    assert Path(kept_restored.group(2)).parent.parent == run_dir / f"global_step_{saved}"
-    assert (kept_restored.group(1), kept_restored.group(3)) == kept_saved[-1], "the kept groups, exactly"
-    assert_state_restored("rollout", run_dir, saved, resume_log)
-    for step in range(1, total + 1):
-        metrics = both[step]
-        assert metrics["reasonrl/rollout/staleness_trained_staleness_max"] <= 1, "the bound (staleness: 1)"
-        assert metrics["training/off_policy/trajectory_staleness/max"] <= 1, "verl's own count agrees"
-        assert metrics["reasonrl/rollout/staleness_reused_groups"] <= 8, "reuse_ratio 0.5 of 16 prompts"
-        # min(exp(old − rollout), C): in (0, C]; masking ran on the step's TransferQueue fields
-        assert 0.0 < metrics["actor/longcat/tis_mean"] <= 2.0 + 1e-6
-        assert 1 <= metrics["reasonrl/incomplete"] == metrics["reasonrl/incomplete_masked"] < 64
-        assert metrics["response_length/max"] <= 3 and metrics["reward/math_graded"] > 0
-        for region in ("low", "high", "dual_floor"):
-            assert 0.0 <= metrics[f"actor/longcat/clipfrac_{region}"] <= 1.0
-    reused = sum(both[s]["reasonrl/rollout/staleness_reused_groups"] for s in range(2, total + 1))
-    assert reused > 0, "kept groups trained in a later step"
-    for step, expected in ((1, 0.2), (2, 0.3)):
-        assert abs(both[step]["actor/eps_pos_high"] - expected) < 1e-9
-        assert abs(both[step]["actor/longcat/eps_pos_high"] - expected) < 1e-9, "the value the loss used in the worker"
+    # the recipe's own length penalty from step 1 (kimi_k15_techniques: non-zero at step 1), in verl's printed config
+    assert "'name': 'kimi_k15_long2short'" in (tmp_path / "first.log").read_text(), "the long2short recipe ran"
 
 
 def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag):

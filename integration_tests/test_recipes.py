@@ -28,9 +28,22 @@ ADV_ESTIMATOR = {
 }
 
 
+@pytest.fixture(scope="module")
+def cfg_jobs():
+    """``reasonrl train recipe=<r> --cfg job`` of every recipe, the fresh processes run side by side
+    (each spends most of its ~15 s importing verl; CI time)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def cfg_job(recipe):
+        return reasonrl_fresh(["train", f"recipe={recipe}", *RECIPE_ARGS.get(recipe, []), "--cfg", "job"])
+
+    with ThreadPoolExecutor(max_workers=len(RECIPES)) as pool:
+        return dict(zip(RECIPES, pool.map(cfg_job, RECIPES)))
+
+
 @pytest.mark.parametrize("recipe", RECIPES)
-def test_cfg_job_prints_merged_verl_config(recipe):
-    result = reasonrl_fresh(["train", f"recipe={recipe}", *RECIPE_ARGS.get(recipe, []), "--cfg", "job"])
+def test_cfg_job_prints_merged_verl_config(recipe, cfg_jobs):
+    result = cfg_jobs[recipe]
     assert result.returncode == 0, result.stderr
     config = yaml.safe_load(result.stdout)
     assert config["reasonrl"]["recipe"]["name"] == recipe

@@ -148,6 +148,9 @@ def _run_pipeline(args: argparse.Namespace) -> int:
     except (ConfigError, MergeError, RuntimeError) as error:
         print(f"reasonrl domain-parallel: {config}: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"[reasonrl] domain-parallel: interrupted; the same command resumes ({config})", flush=True)
+        return 130
     print(f"domain-parallel evaluation: {json.dumps(table)}", flush=True)
     return 0
 

@@ -25,6 +25,8 @@ from reasonrl.config import ConfigError, knob, validate_group
 from reasonrl.contracts import ConfigGroup
 
 DONE = "STAGE_DONE.json"
+#: the models of the evaluation: the starting model, every expert, the fused and the general model
+MODEL_KINDS = ("start", "experts", "fused", "general")
 HF_SAVE = "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]"
 
 
@@ -44,10 +46,17 @@ class PipelineSpec:
     scale: float = knob(1.0, help="fusion: factor on the merged task vector")
     eval_questions: int = knob(64, help="validation questions per domain in the evaluation", low=1)
     eval_max_tokens: int = knob(32, help="answer budget in the evaluation", low=1)
+    eval_models: list = knob(
+        list(MODEL_KINDS), help=f"which models the evaluation covers, a subset of {list(MODEL_KINDS)}"
+    )
 
     def check(self) -> None:
         if len(self.domains) < 2:
             raise ConfigError("domain_parallel.domains", f"needs at least 2 domains, got {sorted(self.domains)}")
+        if not self.eval_models or not set(self.eval_models) <= set(MODEL_KINDS):
+            raise ConfigError(
+                "domain_parallel.eval_models", f"a non-empty subset of {list(MODEL_KINDS)}, got {self.eval_models}"
+            )
         for name, files in self.domains.items():
             if not isinstance(files, dict) or not {"train_files", "val_files"} <= set(files):
                 raise ConfigError(f"domain_parallel.domains.{name}", "needs train_files and val_files")
@@ -86,12 +95,28 @@ def run_rl(spec: PipelineSpec, folder: Path, data: dict, extra: list[str], log) 
     ]  # fmt: skip
     log(f"{folder.name}: reasonrl train ... (log: {folder / 'train.log'})")
     with open(folder / "train.log", "a") as out:
-        if subprocess.run(args, stdout=out, stderr=subprocess.STDOUT).returncode != 0:
+        if _run_to_end(args, out) != 0:
             raise RuntimeError(f"{folder.name}: the RL run failed; see {folder / 'train.log'}")
     step = (folder / "latest_checkpointed_iteration.txt").read_text().strip()
     checkpoint = folder / f"global_step_{step}" / "actor" / "huggingface"
     done.write_text(json.dumps({"checkpoint": str(checkpoint), "step": int(step)}))
     return checkpoint
+
+
+def _run_to_end(args: list[str], out) -> int:
+    """The run's exit code. Ctrl-C reaches the run too (same process group): it stops its own Ray
+    cluster and vLLM and saves nothing half-written, so the pipeline waits for it rather than
+    killing it (as ``subprocess.run`` would), then stops; the next launch resumes the stage."""
+    process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        try:
+            process.wait(timeout=300)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        raise
 
 
 def starting_model(spec: PipelineSpec) -> Path:
@@ -130,7 +155,9 @@ def run(spec: PipelineSpec, log=print) -> dict:
     general = run_rl(
         spec, work / "general", general_data, [f"actor_rollout_ref.model.path={fused}", *spec.general_overrides], log
     )
-    models = {"start": start, **{f"expert:{n}": p for n, p in experts.items()}, "fused": fused, "general": general}
+    every = {"start": {"start": start}, "experts": {f"expert:{n}": p for n, p in experts.items()},
+             "fused": {"fused": fused}, "general": {"general": general}}  # fmt: skip
+    models = {label: path for kind in MODEL_KINDS if kind in spec.eval_models for label, path in every[kind].items()}
     from reasonrl.plugins.merging.evaluate import evaluate_models
 
     table = evaluate_models(

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from reasonrl.plotting import metric_files, read_metrics_file
 from reasonrl.progress import training_steps
+from reasonrl.state_io import digest, load_state
 
 LAUNCH_TIMEOUT = 900
 
@@ -112,3 +115,80 @@ def assert_steps_trained(
         assert metrics["training/rollout_probs_diff_mean"] < 0.05, (
             f"step {step}: vLLM does not generate with the trainer's weights"
         )
+
+
+def wait_for_checkpoint(run_dir: Path, process: subprocess.Popen, log: Path, timeout: float = LAUNCH_TIMEOUT) -> int:
+    tracker = run_dir / "latest_checkpointed_iteration.txt"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the run ended before its first checkpoint\n{tail(log)}"
+        if tracker.exists() and tracker.read_text().strip():
+            return int(tracker.read_text())
+        time.sleep(0.5)
+    raise AssertionError(f"no checkpoint within {timeout} s\n{tail(log)}")
+
+
+def interrupt_after_first_checkpoint(
+    args: list[str], run_dir: Path, log: Path, run_tag: str, total: int, run_log: Path | None = None
+) -> int:
+    """Launch, press Ctrl-C once a checkpoint exists in ``run_dir``, check that nothing is left
+    behind; the step of the last checkpoint (before the run's end). ``run_log``: where the
+    training run writes (the launch's own ``log`` by default; a pipeline's stage log)."""
+    with log.open("w") as out:
+        # a terminal's foreground job has SIGINT's default action; a test runner started in the
+        # background (`cmd &` in a non-interactive shell) passes SIGINT *ignored* to its children,
+        # and Python then never raises KeyboardInterrupt — restore the terminal's setting
+        process = subprocess.Popen(
+            args,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=tagged_env(run_tag),
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        try:
+            wait_for_checkpoint(run_dir, process, log)
+            # Ctrl-C in a terminal: SIGINT to the whole foreground process group.
+            os.killpg(process.pid, signal.SIGINT)
+            process.wait(timeout=120)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode != 0, "an interrupted run must not report success"
+    run_log = run_log or log
+    assert "[reasonrl] interrupted" in run_log.read_text(), tail(run_log)
+    deadline = time.monotonic() + 30
+    while processes_with_tag(run_tag) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not processes_with_tag(run_tag), "left behind after Ctrl-C:\n" + "\n".join(processes_with_tag(run_tag))
+
+    saved = int((run_dir / "latest_checkpointed_iteration.txt").read_text())
+    assert 1 <= saved < total, f"interrupted after step {saved} of {total}: too late to test a resume"
+    return saved
+
+
+def interrupt_and_resume(
+    args: list[str], run_dir: Path, tmp_path: Path, run_tag: str, total: int, reward_range=(0.0, 1.0)
+) -> tuple[int, dict, dict, Path]:
+    """Ctrl-C after the first checkpoint (``first.log``), then the same command again to the end
+    (``resume.log``), which trains the remaining steps: (saved step, first launch's metrics,
+    resumed launch's metrics, the resume log)."""
+    saved = interrupt_after_first_checkpoint(args, run_dir, tmp_path / "first.log", run_tag, total)
+    resume_log = tmp_path / "resume.log"
+    result = run_to_end(args, run_tag, resume_log)
+    assert result.returncode == 0, tail(resume_log)
+    first_launch, resumed = launch_metrics(run_dir)
+    assert_steps_trained(resumed, range(saved + 1, total + 1), resume_log, reward_range)
+    return saved, first_launch, resumed, resume_log
+
+
+def assert_state_restored(callback: str, run_dir: Path, saved: int, resume_log: Path) -> dict:
+    """The resumed launch restored the callback's state from the last checkpoint, byte for byte."""
+    pattern = rf"\[reasonrl\] {callback}: state restored from (\S+) \(sha256 (\w+)\)"
+    restored = re.search(pattern, resume_log.read_text())
+    assert restored, tail(resume_log)
+    path, restored_digest = restored.groups()
+    assert Path(path) == run_dir / f"global_step_{saved}" / "reasonrl" / f"{callback}.npz"
+    state = load_state(path)
+    assert digest(state) == restored_digest
+    return state

@@ -37,6 +37,8 @@ def spec_file(tmp_path, **change):
             "domain_parallel.domains.a",
         ),
         ({"drop_rate": 1.0}, "domain_parallel.drop_rate"),
+        ({"eval_models": ["experts", "teacher"]}, "domain_parallel.eval_models"),
+        ({"eval_models": []}, "domain_parallel.eval_models"),
         ({"recipe": None}, "domain_parallel.recipe"),
     ],
 )

@@ -1,0 +1,88 @@
+"""Greedy answers of several checkpoints to the questions of verl RL parquets, through vLLM, scored
+by the math reward (``reasonrl.api.math_reward``: Math-Verify on the text after ``</think>``) —
+the before/after tables of the model-level techniques (LongCat §3.4's experts and fused model,
+Kimi §2.4's long2short methods).
+
+Every model runs in one fresh process (``python -m reasonrl.greedy_answers``), one vLLM engine
+after the other: vLLM and its imports load once (measured on CPU: ~25 s per engine after a 12 s
+import, against ~45 s per model in a process of its own).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _answer_one(llm_class, model: Path, rows: dict[str, list], max_tokens: int) -> dict[str, dict]:
+    from transformers import AutoTokenizer
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    from reasonrl.api import math_reward
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    prompts = {
+        name: [tokenizer(tokenizer.apply_chat_template([dict(m) for m in r["prompt"]], add_generation_prompt=True, tokenize=False),
+                         add_special_tokens=False).input_ids for r in table]
+        for name, table in rows.items()
+    }  # fmt: skip
+    longest = max(len(p) for table in prompts.values() for p in table)
+    llm = llm_class(model=str(model), dtype="float32", enforce_eager=True, kv_cache_memory_bytes=64 * 1024 * 1024,
+                    max_model_len=longest + max_tokens, seed=0)  # fmt: skip
+    results = {}
+    try:
+        for name, table in rows.items():
+            outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts[name]],
+                                   SamplingParams(temperature=0.0, max_tokens=max_tokens))  # fmt: skip
+            answers = [o.outputs[0].text for o in outputs]
+            scores = [math_reward(a, str(r["reward_model"]["ground_truth"])) for a, r in zip(answers, table)]
+            lengths = [len(o.outputs[0].token_ids) for o in outputs]
+            results[name] = {
+                "reward": sum(scores) / len(scores),
+                "mean_length": sum(lengths) / len(lengths),
+                "questions": len(scores),
+                "answers": answers,
+            }
+    finally:
+        llm.llm_engine.engine_core.shutdown()
+    return results
+
+
+def _answer_all(models: dict[str, str], datasets: dict[str, str], questions: int, max_tokens: int) -> None:
+    """In the answering process: one engine per model in turn, a ``RESULT`` line per model."""
+    import pandas as pd
+    from vllm import LLM
+
+    rows = {name: pd.read_parquet(path).to_dict("records")[:questions] for name, path in datasets.items()}
+    for label, model in models.items():
+        result = _answer_one(LLM, Path(model), rows, max_tokens)
+        print("RESULT " + json.dumps({"model": label, "datasets": result}), flush=True)
+
+
+def greedy_answers(models: dict[str, Path], datasets: dict[str, str], questions: int, max_tokens: int) -> dict:
+    """``{model: {dataset: {reward, mean_length, questions, answers}}}``: each model's greedy
+    answers to the first ``questions`` rows of each dataset (verl RL parquet: ``prompt`` messages,
+    ``reward_model.ground_truth``), at most ``max_tokens`` each; lengths in tokens."""
+    request = json.dumps({"models": {k: str(v) for k, v in models.items()}, "datasets": datasets,
+                          "questions": questions, "max_tokens": max_tokens})  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "reasonrl.greedy_answers", request],
+                          capture_output=True, text=True)  # fmt: skip
+    table = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULT "):
+            answer = json.loads(line.removeprefix("RESULT "))
+            table[answer["model"]] = answer["datasets"]
+    if done.returncode != 0 or set(table) != set(models):
+        missing = sorted(set(models) - set(table))
+        raise RuntimeError(f"answering with {missing} failed:\n{done.stderr[-3000:]}")
+    return {label: table[label] for label in models}
+
+
+if __name__ == "__main__":
+    request = json.loads(sys.argv[1])
+    _answer_all(request["models"], request["datasets"], request["questions"], request["max_tokens"])
+    os._exit(0)  # vLLM-CPU's native threads can abort the interpreter's teardown after the answers are out
