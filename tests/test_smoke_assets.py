@@ -101,8 +101,10 @@ def test_warm_start_never_sees_the_held_out_problems(monkeypatch):
     from reasonrl.smoke import model as model_module
 
     seen: list[tuple[str, str]] = []
-    real_batch = model_module._batch
-    monkeypatch.setattr(model_module, "_batch", lambda pairs, tok: seen.extend(pairs) or real_batch(pairs, tok))
+    real_batch = model_module.supervised_batch
+    monkeypatch.setattr(
+        model_module, "supervised_batch", lambda pairs, tok: seen.extend(pairs) or real_batch(pairs, tok)
+    )
     spec = dataclasses.replace(TinyModelSpec(), warmup_steps=20, warmup_problems=40)
     held_out = set(model_module.warmup_pool(spec, exclude=set())[:30])  # the warm-start pool's own head
     tokenizer = build_tokenizer()
@@ -133,8 +135,10 @@ def test_prepared_splits_are_disjoint_and_unseen_by_the_warm_start(tmp_path, mon
     from reasonrl.smoke import prepare as prepare_module
 
     seen: list[tuple[str, str]] = []
-    real_batch = model_module._batch
-    monkeypatch.setattr(model_module, "_batch", lambda pairs, tok: seen.extend(pairs) or real_batch(pairs, tok))
+    real_batch = model_module.supervised_batch
+    monkeypatch.setattr(
+        model_module, "supervised_batch", lambda pairs, tok: seen.extend(pairs) or real_batch(pairs, tok)
+    )
     root = prepare_module.prepare(tmp_path / "smoke", dataclasses.replace(TinyModelSpec(), warmup_steps=30))
 
     def prompts(split: str) -> set[str]:

@@ -74,7 +74,7 @@ def _config(spec: TinyModelSpec, tokenizer):
     )
 
 
-def _batch(pairs: list[tuple[str, str]], tokenizer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def supervised_batch(pairs: list[tuple[str, str]], tokenizer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Right-padded prompt+answer+EOS ids, attention mask, and labels on answer+EOS only."""
     rows, labels = [], []
     for prompt_text, answer_text in pairs:
@@ -111,7 +111,7 @@ def warm_start(model, tokenizer, spec: TinyModelSpec, exclude: set[Problem]) -> 
     for _step in range(spec.warmup_steps):
         picks = torch.randint(len(pool), (spec.warmup_batch,), generator=generator).tolist()
         kinds = torch.multinomial(shares, spec.warmup_batch, replacement=True, generator=generator).tolist()
-        ids, mask, target = _batch([formatted(pool[i], forms[k]) for i, k in zip(picks, kinds)], tokenizer)
+        ids, mask, target = supervised_batch([formatted(pool[i], forms[k]) for i, k in zip(picks, kinds)], tokenizer)
         loss = model(input_ids=ids, attention_mask=mask, labels=target).loss
         optimizer.zero_grad()
         loss.backward()
