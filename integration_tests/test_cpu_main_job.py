@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -24,10 +23,10 @@ import pytest
 from reasonrl.smoke.prepare import prepare
 from reasonrl.state_io import load_state
 from reasonrl.testing.cpu_runs import (
+    assert_no_process_left,
     assert_state_restored,
     assert_steps_trained,
     interrupt_and_resume,
-    processes_with_tag,
     reasonrl_command,
     tail,
     train_args,
@@ -255,13 +254,7 @@ def assert_mimo_rewards_progress_and_plot(first_launch, resumed, run_dir, resume
         assert metrics["reward/code_calibrated"] == metrics["reward/code_judged"]
     text = resume_log.read_text()
     assert "[reasonrl] step 6/6" in text and "[reasonrl] finished" in text, "progress lines and the summary"
-    # Ray stops its workers asynchronously once the driver has shut it down: allow it seconds
-    deadline = time.monotonic() + 30
-    while processes_with_tag(run_tag) and time.monotonic() < deadline:
-        time.sleep(1)
-    assert not processes_with_tag(run_tag), "a finished run leaves no process behind:\n" + "\n".join(
-        processes_with_tag(run_tag)
-    )
+    assert_no_process_left(run_tag, "a finished run leaves no process behind")
     plot = subprocess.run([*reasonrl_command(), "plot", str(run_dir)], capture_output=True, text=True, timeout=120)
     assert plot.returncode == 0, plot.stderr
     assert Path(plot.stdout.strip()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

