@@ -60,7 +60,7 @@ def test_broken_plugin_is_reported_loudly_on_import_verl(broken_plugin_path):
 
 
 def test_reasonrl_plugins_lists_registrations_and_errors(example_plugin_path, broken_plugin_path):
-    result = reasonrl_fresh(["plugins", "--json"], [*example_plugin_path, *broken_plugin_path])
+    result = reasonrl_fresh(["plugins", "--check", "--json"], [*example_plugin_path, *broken_plugin_path])
     assert result.returncode == 1, "a load error must make `reasonrl plugins` fail"
     report = json.loads(result.stdout)
     assert report["verl_bridge_ran"] is True
@@ -75,6 +75,23 @@ def test_reasonrl_plugins_lists_registrations_and_errors(example_plugin_path, br
     assert report["plugins"]["example_reinforce"]["config_groups"] == ["reasonrl.example_reinforce"]
     [error] = report["errors"]
     assert error["plugin"] == "broken" and "reasonrl_dependency_that_is_not_installed" in error["error"]
+
+
+def test_reasonrl_plugins_without_check_lists_declared_registrations_without_importing_verl(example_plugin_path):
+    code = (
+        "import json, sys\nfrom reasonrl.cli.plugins_command import collect_report\n"
+        "report = collect_report()\nprint(json.dumps([report, 'verl' in sys.modules, 'torch' in sys.modules]))"
+    )
+    result = python_fresh(code, example_plugin_path)
+    assert result.returncode == 0, result.stderr
+    report, verl_imported, torch_imported = json.loads(result.stdout)
+    assert not verl_imported and not torch_imported, "listing plugins must not import verl or torch"
+    assert report["verl_bridge_ran"] is False and report["verl_bridge_installed"] is True
+    states = {(p, r["name"]): r["state"] for p, plugin in report["plugins"].items() for r in plugin["registrations"]}
+    assert states[("cpu_platform", "cpu")] == "declared"
+    assert states[("example_reinforce", "example_reinforce")] == "declared"
+    patches = {patch["name"]: patch["status"] for patch in report["patches"]}
+    assert patches["verl-cpu-process-group"] == "would-apply"
 
 
 def test_reasonrl_plugins_human_output(example_plugin_path):

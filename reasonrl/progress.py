@@ -68,9 +68,11 @@ class RunRecord:
 
 
 def bar(done: float, total: float, width: int = 20) -> str:
-    """``[####......]``: ``done`` of ``total`` as ``width`` characters (empty when total is 0)."""
-    filled = min(width, round(width * done / total)) if total else 0
-    return f"[{'#' * filled}{'.' * (width - filled)}]"
+    """``|██████████          |``: ``done`` of ``total`` in ``width`` characters (tqdm's meter, in
+    one logged line per step rather than a live bar: verl's Ray workers print to the same console)."""
+    from tqdm import tqdm
+
+    return tqdm.format_meter(min(done, total), total or None, 0, bar_format=f"|{{bar:{width}}}|")
 
 
 def _duration(seconds: float) -> str:

@@ -61,6 +61,6 @@ def test_plugin_benchmark_runs_under_bench(isolated_plugins, capsys):
     assert "speed" in capsys.readouterr().out
 
 
-def test_bench_without_benchmarks_says_so(isolated_plugins, capsys):
-    assert main(["bench"]) == 1
-    assert "none installed" in capsys.readouterr().out
+def test_bench_without_plugin_benchmarks_lists_the_core_one(isolated_plugins, capsys):
+    assert main(["bench"]) == 0
+    assert capsys.readouterr().out.strip() == "reasonrl bench <benchmark>: one of cli"

@@ -38,7 +38,7 @@ def test_one_line_per_step_as_verl_logs_them(tmp_path):
     assert (
         "step 1/4" in lines[1] and "reward 0.250" in lines[1] and "loss -0.0100" in lines[1] and "len 3.0" in lines[1]
     )
-    assert "step 2/4" in lines[2] and "[##########..........]" in lines[2]
+    assert "step 2/4" in lines[2] and "|██████████          |" in lines[2]
     assert "eta 6s" in lines[2], "eta = median step time (3 s) x 2 steps left"
     assert sorted(display.record.training_steps()) == [1, 2] and display.record.finite_rewards()
 

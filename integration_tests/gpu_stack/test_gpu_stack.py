@@ -57,7 +57,10 @@ def test_import_verl_applies_reasonrls_registrations():
 
 def test_plugins_report_lists_every_plugin_and_patch_with_a_status():
     done = subprocess.run(
-        [sys.executable, "-m", "reasonrl.cli.main", "plugins", "--json"], capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "reasonrl.cli.main", "plugins", "--check", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)

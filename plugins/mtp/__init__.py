@@ -21,9 +21,15 @@ def _register_model() -> None:
 
 
 def _register_engines() -> None:
-    from reasonrl.plugins.mtp.verl_engine import register_engines
+    from reasonrl.bridges.import_hooks import run_after_import
 
-    register_engines()
+    def register() -> None:
+        from reasonrl.plugins.mtp.verl_engine import register_engines
+
+        register_engines()
+
+    # right after verl's engine package is imported (where engines are built; ~3 s elsewhere for nothing)
+    run_after_import("verl.workers.engine", register)
 
 
 def _register_drafter() -> None:
@@ -61,7 +67,7 @@ def reasonrl_verl_registrations() -> list[Registration]:
             "mtp_language_model",
             _register_engines,
             "EngineRegistry['mtp_language_model'] = verl's FSDP engine + the model's MTP losses in model_output "
-            "(verl's megatron engine as is)",
+            "(verl's megatron engine as is); right after verl.workers.engine is imported",
         ),
     ]
 

@@ -10,7 +10,6 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from reasonrl.contracts import CliCommand
-from reasonrl.progress import bar
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -18,23 +17,11 @@ def read_jsonl(path: Path) -> list[dict]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-class ProgressBar:
-    """One self-overwriting line on stderr: done/total, rate, ETA."""
+def progress_bar(total: int, label: str):
+    """tqdm on stderr: done/total, rate, ETA."""
+    from tqdm import tqdm
 
-    def __init__(self, total: int, label: str):
-        self.total, self.label, self.done, self.start = total, label, 0, time.monotonic()
-
-    def advance(self, _result=None) -> None:
-        self.done += 1
-        elapsed = time.monotonic() - self.start
-        rate = self.done / elapsed if elapsed > 0 else 0.0
-        eta = (self.total - self.done) / rate if rate > 0 else 0.0
-        sys.stderr.write(
-            f"\r[{self.label}] {bar(self.done, self.total, width=30)} {self.done}/{self.total}  {rate:6.1f}/s  eta {eta:5.1f}s "
-        )
-        if self.done == self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+    return tqdm(total=total, desc=label, unit=" runs" if label == "judge" else " plots", file=sys.stderr)
 
 
 def _configure_judge(parser: argparse.ArgumentParser) -> None:
@@ -101,10 +88,9 @@ def _run_judge(args: argparse.Namespace) -> int:
         judge = SandboxFusionJudge(args.url, limits)
     else:
         judge = LocalJudge(limits, workers=args.workers)
-    progress = ProgressBar(len(submissions), "judge")
     start = time.monotonic()
-    with judge:
-        results = judge.judge_sync(submissions, on_result=progress.advance)
+    with judge, progress_bar(len(submissions), "judge") as progress:
+        results = judge.judge_sync(submissions, on_result=lambda _result: progress.update())
     elapsed = time.monotonic() - start
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w") as handle:
@@ -201,11 +187,11 @@ def _run_difficulty(args: argparse.Namespace) -> int:
     plots = None if str(args.plots) == "none" else (args.plots or args.out.with_suffix(".plots"))
     if plots is not None:
         plots.mkdir(parents=True, exist_ok=True)
-        progress = ProgressBar(len(records), "plots")
-        for record in records:
-            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in record["problem_id"])
-            plot_calibration(record["problem_id"], record["difficulty"], plots / f"{safe}.png")
-            progress.advance()
+        with progress_bar(len(records), "plots") as progress:
+            for record in records:
+                safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in record["problem_id"])
+                plot_calibration(record["problem_id"], record["difficulty"], plots / f"{safe}.png")
+                progress.update()
     print(
         f"{len(records)} problems calibrated ({skipped} verdict lines with a judge error left out) -> {args.out}"
         + (f", plots in {plots}" if plots else "")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from typing import Any
 
 from reasonrl.contracts import CliCommand
@@ -21,8 +20,22 @@ def upstream_versions() -> dict[str, str | None]:
     return found
 
 
-def collect_report(load_verl: bool = True) -> dict[str, Any]:
-    """Everything ``reasonrl plugins`` shows, as plain data (also the ``--json`` output)."""
+def verl_bridge_installed() -> bool:
+    """reasonrl's entry point in verl's plugin group is installed (verl imports it in every process)."""
+    from importlib.metadata import entry_points
+
+    return any(point.value == VERL_BRIDGE for point in entry_points(group="verl.plugins"))
+
+
+VERL_BRIDGE = "reasonrl.bridges.verl"
+
+
+def collect_report(load_verl: bool = False) -> dict[str, Any]:
+    """Everything ``reasonrl plugins`` shows, as plain data (also the ``--json`` output).
+
+    ``load_verl`` imports verl here (~10 s on 2 cores), so that its bridge runs in this process
+    and the verl registrations show ``registered``/``failed``; otherwise they show ``declared``
+    (the bridge applies them in each process that imports verl)."""
     from reasonrl.api import config_groups
     from reasonrl.bridges import STATUS, declared_registrations
     from reasonrl.compat import report_rows
@@ -107,6 +120,7 @@ def collect_report(load_verl: bool = True) -> dict[str, Any]:
     return {
         "upstream": upstream_versions(),
         "verl_bridge_ran": STATUS["verl"].ran,
+        "verl_bridge_installed": verl_bridge_installed(),
         "plugins": plugins,
         "config_groups": sorted(groups),
         "patches": patches,
@@ -119,7 +133,12 @@ def print_report(report: dict[str, Any]) -> None:
     print("Upstream packages:")
     for package, found in report["upstream"].items():
         print(f"  {package:<14} {found or 'not installed'}")
-    bridge = "ran" if report["verl_bridge_ran"] else "did not run (verl not imported in this process)"
+    if report["verl_bridge_ran"]:
+        bridge = "ran in this process"
+    elif report["verl_bridge_installed"]:
+        bridge = "installed; runs in every process that imports verl (--check runs it here)"
+    else:
+        bridge = "NOT INSTALLED (reinstall reasonrl: verl will not see its registrations)"
     print(f"verl bridge (entry point verl.plugins:reasonrl): {bridge}")
     print(f"\nPlugins ({len(report['plugins'])}, entry-point group reasonrl.plugins):")
     for name, plugin in report["plugins"].items():
@@ -171,17 +190,19 @@ def print_report(report: dict[str, Any]) -> None:
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
-        "--no-verl", action="store_true", help="do not import verl (faster; verl registrations show as 'declared')"
+        "--check",
+        action="store_true",
+        help="import verl here so its bridge runs: registrations show registered/failed, verl's patches applied (~10 s)",
     )
 
 
 def _run(args: argparse.Namespace) -> int:
-    report = collect_report(load_verl=not args.no_verl and os.environ.get("REASONRL_NO_VERL") != "1")
+    report = collect_report(load_verl=args.check)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print_report(report)
-    return 1 if report["errors"] else 0
+    return 1 if report["errors"] or not report["verl_bridge_installed"] else 0
 
 
 COMMAND = CliCommand(

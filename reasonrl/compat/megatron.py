@@ -10,11 +10,12 @@ through, and the MTP layers' parts and inputs the MTP forward check rebuilds meg
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable
 
 from reasonrl.compat import Reach, declare, never
+
+if TYPE_CHECKING:  # torch is imported where it is used: `reasonrl plugins` reads this module's table only
+    import torch
 
 MEGATRON_0_16 = ">=0.16.1,<0.17"
 
@@ -66,6 +67,7 @@ def init_single_process(seed: int = 0) -> None:
     seeded tracker where CUDA exists, else megatron's inference tracker (its training tracker
     forks CUDA RNG state)."""
     HOST_BUFFERS.require()
+    import torch
     from megatron.core import parallel_state
     from megatron.core.tensor_parallel.random import initialize_rng_tracker, model_parallel_cuda_manual_seed
 
@@ -81,6 +83,7 @@ def init_single_process(seed: int = 0) -> None:
 
 
 def close_single_process() -> None:
+    import torch
     from megatron.core import parallel_state
 
     parallel_state.destroy_model_parallel()
@@ -88,6 +91,7 @@ def close_single_process() -> None:
 
 
 def _host_rotary_class() -> type:
+    import torch
     from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
 
     class HostRotaryEmbedding(RotaryEmbedding):
@@ -120,6 +124,7 @@ def host_attention_buffer(elements: int, dtype: torch.dtype) -> None:
     """Give megatron's local attention a host score buffer of at least ``elements`` (it would
     allocate one on CUDA)."""
     HOST_BUFFERS.require()
+    import torch
     from megatron.core import parallel_state
 
     buffers = parallel_state.get_global_memory_buffer().buffer
@@ -145,6 +150,7 @@ def record_language_model_losses(model: Any, sink: list) -> Callable[[], None]:
 def mtp_logged_losses(depth: int | None = None) -> torch.Tensor:
     """megatron's per-depth MTP loss log; with ``depth``, first reset to host zeros of that size."""
     MTP_LOSS_INTERNALS.require()
+    import torch
     from megatron.core.transformer.multi_token_prediction import MTPLossLoggingHelper
 
     if depth is not None:
@@ -192,6 +198,8 @@ def embedding_and_head(model: Any) -> tuple[Callable, Callable]:
     weight = model.shared_embedding_or_output_weight() if model.share_embeddings_and_output_weights else None
 
     def embed(input_ids: torch.Tensor) -> torch.Tensor:
+        import torch
+
         positions = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
         return model.embedding(input_ids=input_ids, position_ids=positions).transpose(0, 1)
 

@@ -17,7 +17,7 @@ from reasonrl.plugins.puzzle.subblocks import AttentionContext, subblock
 
 
 def stage_distill(ctx: PuzzleContext) -> None:
-    from reasonrl.progress import bar
+    from tqdm import tqdm
 
     s = ctx.settings
     subblocks = trained_subblocks(ctx)
@@ -31,12 +31,12 @@ def stage_distill(ctx: PuzzleContext) -> None:
     def report(layer: int, finished: int) -> None:
         nonlocal done
         done += finished
-        elapsed = time.monotonic() - start
-        rate = (done - (total - len(todo))) / max(elapsed, 1e-9)
+        # a log line per layer (the stages also run under Ray, whose output would break a live bar)
+        meter = tqdm.format_meter(
+            done, total, time.monotonic() - start, unit=" subblocks", initial=total - len(todo), ncols=80
+        )
         ctx.log(
-            f"distill {bar(done, total)} {done}/{total} subblocks ({total - done} left, "
-            f"~{(total - done) / max(rate, 1e-9):.0f} s to go)  layer {layer} done"
-            + (f"  [{s.workers} Ray workers]" if s.workers > 1 else "")
+            f"distill {meter.strip()}  layer {layer} done" + (f"  [{s.workers} Ray workers]" if s.workers > 1 else "")
         )
 
     if s.workers > 1:
