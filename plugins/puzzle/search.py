@@ -107,13 +107,20 @@ def solve(
     )
     constraints = [LinearConstraint(one_per_layer, 1, 1)]
     if arrays:
+        # each row divided by its budget (or its largest entry): HiGHS's feasibility tolerance
+        # (1e-6) is absolute, so on raw rows a resource in small units (latency in seconds) could
+        # be overrun by 1e-6 of its unit; scaled, by 1e-6 of the budget
+        scale = {
+            k: max(abs(budgets[k]), float(np.abs(np.where(allowed, a, 0.0)).max()), 1e-300) for k, a in arrays.items()
+        }
         matrix = np.stack(
             [
                 np.concatenate([np.where(allowed, a, 0.0).ravel(), np.full(pairs, -(fusion_saving or {}).get(k, 0.0))])
+                / scale[k]
                 for k, a in arrays.items()
             ]
         )
-        constraints.append(LinearConstraint(matrix, -np.inf, np.array(list(budgets[k] for k in arrays))))
+        constraints.append(LinearConstraint(matrix, -np.inf, np.array([budgets[k] / scale[k] for k in arrays])))
     if fuse:
         # y_l − n_l ≤ 0 and y_l − n_{l−1} ≤ 0 for l = 1..L−1
         fusable = np.asarray(fusable, dtype=bool) & allowed

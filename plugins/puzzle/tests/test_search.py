@@ -126,3 +126,12 @@ def test_pareto_front_is_monotone():
     costs = [s.quality for s in front]
     assert len(front) == 8 and all(a >= b - 1e-12 for a, b in zip(costs, costs[1:]))
     assert costs[-1] == 0.0, "the largest budget admits the parent everywhere"
+
+
+def test_a_budget_in_small_units_is_met_exactly_not_to_an_absolute_tolerance():
+    # latency in seconds: the parent block overruns 1e-7 s by 1e-7 s, inside HiGHS's absolute
+    # feasibility tolerance (1e-6) on an unscaled row; the solver must still refuse it
+    quality = np.array([[0.0, 1.0], [0.0, 1.0]])
+    latency = np.array([[2e-7, 0.0], [0.0, 0.0]])
+    found = solve(quality, {"latency": latency}, {"latency": 1e-7})
+    assert found.choice.tolist() == [1, 0] and found.resources["latency"] <= 1e-7
