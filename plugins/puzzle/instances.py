@@ -8,7 +8,7 @@ puzzle-search``): a 70B-class parent (hidden 8192, 64 query heads of 128, 8 KV h
 
 so 5 × 6 = 30 variants per layer. Quality cost (the block's KL from the parent, as the pipeline
 scores it) grows with the removed size, weighted by a per-layer importance, plus noise; resources
-— parameters, KV-cache bytes per token, decode latency (the roofline of ``costs.decode_latency``)
+— parameters, KV-cache bytes per token, decode latency (a roofline as in ``costs.decode_latency``)
 — follow the block sizes with a small per-layer variation; each of the three budgets lies at
 50–70 % of the parent's total.
 """

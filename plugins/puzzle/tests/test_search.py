@@ -135,3 +135,16 @@ def test_a_budget_in_small_units_is_met_exactly_not_to_an_absolute_tolerance():
     latency = np.array([[2e-7, 0.0], [0.0, 0.0]])
     found = solve(quality, {"latency": latency}, {"latency": 1e-7})
     assert found.choice.tolist() == [1, 0] and found.resources["latency"] <= 1e-7
+
+
+def test_puzzle_like_menus_are_shaped_as_the_bench_says_and_solved_exactly():
+    from reasonrl.plugins.puzzle.instances import VARIANTS, puzzle_like_instance
+
+    quality, resources, budgets = puzzle_like_instance(seed=4)
+    assert (
+        quality.shape == (80, len(VARIANTS)) == (80, 30) and (quality[:, 0] == 0).all() and (quality[:, 1:] > 0).all()
+    )
+    for name, array in resources.items():
+        assert 0.5 <= budgets[name] / array[:, 0].sum() <= 0.7, name
+    small = puzzle_like_instance(seed=4, layers=3)
+    assert solve(*small).quality == pytest.approx(brute_force(*small).quality, abs=1e-9)
