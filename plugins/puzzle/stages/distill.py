@@ -15,6 +15,9 @@ from reasonrl.plugins.puzzle.settings import PuzzleSettings
 from reasonrl.plugins.puzzle.stages.common import load_subblock, save_subblock, trained_subblocks
 from reasonrl.plugins.puzzle.subblocks import AttentionContext, subblock
 
+#: one log line per layer: `` 75%|███████████████     | 21/28 subblocks [00:01<00:08]``
+DISTILL_METER = "{percentage:3.0f}%|{bar:20}| {n_fmt}/{total_fmt} subblocks [{elapsed}<{remaining}]"
+
 
 def stage_distill(ctx: PuzzleContext) -> None:
     from tqdm import tqdm
@@ -33,11 +36,9 @@ def stage_distill(ctx: PuzzleContext) -> None:
         done += finished
         # a log line per layer (the stages also run under Ray, whose output would break a live bar)
         meter = tqdm.format_meter(
-            done, total, time.monotonic() - start, unit=" subblocks", initial=total - len(todo), ncols=80
+            done, total, time.monotonic() - start, initial=total - len(todo), bar_format=DISTILL_METER
         )
-        ctx.log(
-            f"distill {meter.strip()}  layer {layer} done" + (f"  [{s.workers} Ray workers]" if s.workers > 1 else "")
-        )
+        ctx.log(f"distill {meter}  layer {layer} done" + (f"  [{s.workers} Ray workers]" if s.workers > 1 else ""))
 
     if s.workers > 1:
         import ray

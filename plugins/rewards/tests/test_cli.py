@@ -94,8 +94,9 @@ def test_judge_refuses_a_solution_for_an_unknown_problem(tmp_path):
 
 def test_bench_judge_agrees_with_human_evals_harness():
     """``reasonrl bench judge`` runs both judges on the 164 HumanEval canonical solutions; it exits 1
-    unless both pass all 164. The throughput is printed, not asserted (benchmarks, not tests)."""
-    result = reasonrl("bench", "judge")
+    unless both pass all 164. The throughput is printed, not asserted (benchmarks, not tests). The
+    multi-test workload against verl's prime_code is left out here (test_multitest_bench.py)."""
+    result = reasonrl("bench", "judge", "--multitest-problems", "0")
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.strip().splitlines()
     assert "passed 164/164" in lines[1] and "passed 164/164" in lines[2]
