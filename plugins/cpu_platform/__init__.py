@@ -12,8 +12,6 @@ from reasonrl.contracts import PluginInfo, Registration
 from reasonrl.hookspecs import hookimpl
 
 PLATFORM_NAME = "cpu"
-#: Where verl's EngineRegistry is filled (every engine registers on its import).
-VERL_ENGINE_PACKAGE = "verl.workers.engine"
 
 
 def _register_with_verl() -> None:
@@ -27,16 +25,14 @@ def _register_engines_with_verl() -> None:
     # and GPU runs never need it.
     if os.environ.get("VERL_PLATFORM") != PLATFORM_NAME:
         return
-    from reasonrl.bridges.import_hooks import run_after_import
+    from reasonrl.bridges.import_hooks import register_engines_when_loaded
 
     def register() -> None:
         from reasonrl.plugins.cpu_platform.verl_platform import register_fsdp_engines
 
         register_fsdp_engines(PLATFORM_NAME)
 
-    # verl's engine package (~3 s to import, megatron-core included) loads only where engines are
-    # built: register right after it is imported, before any lookup can happen.
-    run_after_import(VERL_ENGINE_PACKAGE, register)
+    register_engines_when_loaded(register)
 
 
 @hookimpl

@@ -21,15 +21,14 @@ def _register_model() -> None:
 
 
 def _register_engines() -> None:
-    from reasonrl.bridges.import_hooks import run_after_import
+    from reasonrl.bridges.import_hooks import register_engines_when_loaded
 
     def register() -> None:
         from reasonrl.plugins.mtp.verl_engine import register_engines
 
         register_engines()
 
-    # right after verl's engine package is imported (where engines are built; ~3 s elsewhere for nothing)
-    run_after_import("verl.workers.engine", register)
+    register_engines_when_loaded(register)
 
 
 def _register_drafter() -> None:

@@ -110,14 +110,12 @@ def solve(
         # each row divided by its budget (or its largest entry): HiGHS's feasibility tolerance
         # (1e-6) is absolute, so on raw rows a resource in small units (latency in seconds) could
         # be overrun by 1e-6 of its unit; scaled, by 1e-6 of the budget
-        scale = {
-            k: max(abs(budgets[k]), float(np.abs(np.where(allowed, a, 0.0)).max()), 1e-300) for k, a in arrays.items()
-        }
+        masked = {k: np.where(allowed, a, 0.0) for k, a in arrays.items()}
+        scale = {k: max(abs(budgets[k]), float(np.abs(a).max()), 1e-300) for k, a in masked.items()}
         matrix = np.stack(
             [
-                np.concatenate([np.where(allowed, a, 0.0).ravel(), np.full(pairs, -(fusion_saving or {}).get(k, 0.0))])
-                / scale[k]
-                for k, a in arrays.items()
+                np.concatenate([a.ravel(), np.full(pairs, -(fusion_saving or {}).get(k, 0.0))]) / scale[k]
+                for k, a in masked.items()
             ]
         )
         constraints.append(LinearConstraint(matrix, -np.inf, np.array([budgets[k] / scale[k] for k in arrays])))

@@ -17,11 +17,11 @@ def read_jsonl(path: Path) -> list[dict]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def progress_bar(total: int, label: str):
+def progress_bar(total: int, label: str, unit: str):
     """tqdm on stderr: done/total, rate, ETA."""
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=label, unit=" runs" if label == "judge" else " plots", file=sys.stderr)
+    return tqdm(total=total, desc=label, unit=unit, file=sys.stderr)
 
 
 def _configure_judge(parser: argparse.ArgumentParser) -> None:
@@ -89,7 +89,7 @@ def _run_judge(args: argparse.Namespace) -> int:
     else:
         judge = LocalJudge(limits, workers=args.workers)
     start = time.monotonic()
-    with judge, progress_bar(len(submissions), "judge") as progress:
+    with judge, progress_bar(len(submissions), "judge", " runs") as progress:
         results = judge.judge_sync(submissions, on_result=lambda _result: progress.update())
     elapsed = time.monotonic() - start
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -187,7 +187,7 @@ def _run_difficulty(args: argparse.Namespace) -> int:
     plots = None if str(args.plots) == "none" else (args.plots or args.out.with_suffix(".plots"))
     if plots is not None:
         plots.mkdir(parents=True, exist_ok=True)
-        with progress_bar(len(records), "plots") as progress:
+        with progress_bar(len(records), "plots", " plots") as progress:
             for record in records:
                 safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in record["problem_id"])
                 plot_calibration(record["problem_id"], record["difficulty"], plots / f"{safe}.png")

@@ -57,6 +57,17 @@ def pending_imports() -> list[str]:
     return [finder.name for finder in sys.meta_path if isinstance(finder, _AfterImport)]
 
 
+#: verl's engine package: every engine registers itself with ``EngineRegistry`` on its import
+#: (~3 s, megatron-core included), which only the processes that build an engine pay.
+VERL_ENGINE_PACKAGE = "verl.workers.engine"
+
+
+def register_engines_when_loaded(register: Callable[[], None]) -> None:
+    """``register()`` (a plugin's ``EngineRegistry`` additions) right after verl's engine package
+    is imported, before any lookup can happen — not in every process that imports verl."""
+    run_after_import(VERL_ENGINE_PACKAGE, register)
+
+
 def register_agent_loop_when_loaded(adapter_module: str) -> None:
     """Register a plugin's verl agent loop right after verl's agent-loop package is imported (the
     agent-loop workers): import ``adapter_module`` and call its ``register()``.

@@ -20,14 +20,14 @@ def upstream_versions() -> dict[str, str | None]:
     return found
 
 
+VERL_BRIDGE = "reasonrl.bridges.verl"
+
+
 def verl_bridge_installed() -> bool:
     """reasonrl's entry point in verl's plugin group is installed (verl imports it in every process)."""
     from importlib.metadata import entry_points
 
     return any(point.value == VERL_BRIDGE for point in entry_points(group="verl.plugins"))
-
-
-VERL_BRIDGE = "reasonrl.bridges.verl"
 
 
 def collect_report(load_verl: bool = False) -> dict[str, Any]:

@@ -155,6 +155,15 @@ def run_judge(items: list[dict], workers: int | None) -> tuple[float, list[list[
     return elapsed, [[verdict.value for verdict in result.verdicts] for result in results]
 
 
+#: the one disagreement the judge makes on purpose: a run that exits non-zero fails, whatever it printed
+BY_DESIGN = {"exit_after_output": "judge runtime_error / prime_code passed"}
+
+
+def only_by_design(table: dict[str, dict[str, int]]) -> bool:
+    """Every disagreement in ``compare``'s table is :data:`BY_DESIGN` for its program kind."""
+    return all(key == "agree" or key == BY_DESIGN.get(kind) for kind, row in table.items() for key in row)
+
+
 def compare(items: list[dict], judge_verdicts, prime_verdicts) -> dict[str, dict[str, int]]:
     """Per program kind: tests where both agree, and each (judge, prime_code) disagreement."""
     table: dict[str, dict[str, int]] = {}
