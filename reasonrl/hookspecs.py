@@ -130,6 +130,14 @@ def reasonrl_api_functions() -> dict[str, Callable[..., Any]]:
 
 
 @hookspec
+def reasonrl_side_environments() -> dict[str, Callable[[], dict[str, Any]]]:
+    """Environments beside ``.venv`` that a plugin runs an upstream in (one whose pins cannot
+    share it, e.g. the puzzle plugin's NeMo): ``name -> status()``. ``status`` must be fast and
+    start nothing (read files); it returns at least ``state`` (e.g. ``ready`` / ``absent``) and
+    where the environment is; ``reasonrl plugins`` shows it."""
+
+
+@hookspec
 def reasonrl_config_resolvers() -> dict[str, Callable[..., Any]]:
     """OmegaConf resolvers the plugin's config files use: ``name -> function`` (names start with
     ``reasonrl.``; e.g. ``${reasonrl.updates_per_iteration:...}``). Registered before any
@@ -151,4 +159,5 @@ DECLARATION_HOOKS = (
     "reasonrl_trainer_callbacks",
     "reasonrl_api_functions",
     "reasonrl_config_resolvers",
+    "reasonrl_side_environments",
 )

@@ -88,3 +88,11 @@ def _child_layer_spec(hf_config: dict, use_te: bool = False):
 def reasonrl_megatron_layer_specs():
     # a Puzzle child's heterogeneous blocks as megatron-core layer specs (the NeMo/Megatron route)
     return {"puzzle_child": _child_layer_spec}
+
+
+@hookimpl
+def reasonrl_side_environments():
+    # .venv-nemo: NeMo 2.7.3's LLM side for Puzzle children (docs/nemo.md); read from files only
+    from reasonrl.plugins.puzzle.nemo_side import nemo_status
+
+    return {"nemo": nemo_status}

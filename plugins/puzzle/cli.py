@@ -33,6 +33,12 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         help="YAML of puzzle settings (plugins/puzzle/README.md); default: the toy parent",
     )
     parser.add_argument(
+        "--target",
+        choices=("hf", "nemo"),
+        default="hf",
+        help="export / run: nemo also imports the child into NeMo in .venv-nemo (docs/nemo.md); same as --set nemo=true",
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -61,14 +67,16 @@ def load_settings(path: Path | None, overrides: list[str]):
 
 def _run(args: argparse.Namespace) -> int:
     from reasonrl.plugins.puzzle.block_config import BlockConfigError
+    from reasonrl.plugins.puzzle.nemo_side import NemoAdapterError
     from reasonrl.plugins.puzzle.pipeline import Pipeline, PuzzleError
     from reasonrl.plugins.puzzle.search import InfeasibleBudget
 
     try:
-        pipeline = Pipeline(load_settings(args.config, args.set), args.run_dir)
+        overrides = [*args.set, *(["nemo=true"] if args.target == "nemo" else [])]
+        pipeline = Pipeline(load_settings(args.config, overrides), args.run_dir)
         stages = Pipeline.STAGES if args.stage == "run" else Pipeline.STAGES[: Pipeline.STAGES.index(args.stage) + 1]
         pipeline.run(stages)
-    except (PuzzleError, BlockConfigError, InfeasibleBudget) as error:
+    except (PuzzleError, BlockConfigError, InfeasibleBudget, NemoAdapterError) as error:
         print(f"reasonrl puzzle: {error}", file=sys.stderr)
         return 2
     return 0

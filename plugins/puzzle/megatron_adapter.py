@@ -82,6 +82,42 @@ def convert_state(hf_state: dict[str, torch.Tensor], hf_config: dict) -> dict[st
     return out
 
 
+def hf_state_from_megatron(state: dict[str, torch.Tensor], hf_config: dict) -> dict[str, torch.Tensor]:
+    """The inverse of :func:`convert_state`: megatron-core names back to the nemotron-nas ones
+    (the NeMo adapter's export). Extra rows of a padded vocabulary are cut to ``vocab_size``."""
+    heads, hidden, vocab = hf_config["num_attention_heads"], hf_config["hidden_size"], hf_config["vocab_size"]
+    head_dim = hf_config.get("head_dim") or hidden // heads
+    out = {
+        "model.embed_tokens.weight": state["embedding.word_embeddings.weight"][:vocab],
+        "model.norm.weight": state["decoder.final_layernorm.weight"],
+        "lm_head.weight": state["output_layer.weight"][:vocab],
+    }
+    for i, block in enumerate(hf_config["block_configs"]):
+        src, dst = f"decoder.layers.{i}.", f"model.layers.{i}."
+        attention, ffn = block["attention"], block["ffn"]
+        if attention["replace_with_linear"]:
+            out[dst + "self_attn.linear_attn.weight"] = state[src + "self_attention.weight"]
+        elif not attention["no_op"]:
+            groups = heads // attention["n_heads_in_group"]
+            qkv = state[src + "self_attention.linear_qkv.weight"].reshape(groups, (heads // groups + 2) * head_dim, -1)
+            q, k, v = qkv.split([heads // groups * head_dim, head_dim, head_dim], dim=1)
+            out[dst + "self_attn.q_proj.weight"] = q.reshape(-1, hidden)
+            out[dst + "self_attn.k_proj.weight"] = k.reshape(-1, hidden)
+            out[dst + "self_attn.v_proj.weight"] = v.reshape(-1, hidden)
+            out[dst + "self_attn.o_proj.weight"] = state[src + "self_attention.linear_proj.weight"]
+        if not attention["no_op"]:
+            out[dst + "input_layernorm.weight"] = state[src + "input_layernorm.weight"]
+        if ffn["replace_with_linear"]:
+            out[dst + "mlp.linear_mlp.weight"] = state[src + "mlp.weight"]
+        elif not ffn["no_op"]:
+            gate, up = state[src + "mlp.linear_fc1.weight"].chunk(2)
+            out[dst + "mlp.gate_proj.weight"], out[dst + "mlp.up_proj.weight"] = gate, up
+            out[dst + "mlp.down_proj.weight"] = state[src + "mlp.linear_fc2.weight"]
+        if not ffn["no_op"]:
+            out[dst + "post_attention_layernorm.weight"] = state[src + "pre_mlp_layernorm.weight"]
+    return {name: tensor.contiguous() for name, tensor in out.items()}
+
+
 def _cpu_rotary_embedding(model):
     """megatron-core 0.16.1's RotaryEmbedding moves its frequencies to CUDA on first use; on a
     machine without CUDA the same module is used as built (on CPU), nothing else changes."""

@@ -45,6 +45,9 @@ class PuzzleSettings:
     pareto_points: int = 10
     ffn_fusion: bool = True
     check_engines: bool = False  # export: run the child in megatron-core and vLLM, compare log-probs with transformers
+    nemo: bool = False  # export: also into NeMo (.venv-nemo; `--target nemo`): child_nemo/, nemo.json
+    nemo_distill_steps: int = 0  # with nemo: KD of the child from the parent in NeMo (ModelOpt), this many steps
+    nemo_distill_lr: float = 3e-5  # AdamW's; the child is already close to the parent after local distillation
     seed: int = 0
 
     @classmethod
@@ -56,6 +59,12 @@ class PuzzleSettings:
         settings = cls(**values)
         if settings.quality not in ("kl", "lm_loss"):
             raise PuzzleError(f"puzzle config: quality = {settings.quality!r}, allowed 'kl' or 'lm_loss'")
+        if settings.nemo_distill_steps < 0 or (settings.nemo_distill_steps and not settings.nemo):
+            raise PuzzleError(
+                f"puzzle config: nemo_distill_steps = {settings.nemo_distill_steps} must be >= 0, and > 0 only with nemo: true"
+            )
+        if not settings.nemo_distill_lr > 0:
+            raise PuzzleError(f"puzzle config: nemo_distill_lr = {settings.nemo_distill_lr} must be > 0")
         for name in ("params_fraction", "kv_fraction", "latency_fraction"):
             value = getattr(settings, name)
             if value is not None and not 0 < value <= 1:

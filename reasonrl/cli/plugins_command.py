@@ -125,8 +125,23 @@ def collect_report(load_verl: bool = False) -> dict[str, Any]:
         "config_groups": sorted(groups),
         "patches": patches,
         "upstream_internals": report_rows(),
+        "side_environments": side_environments(),
         "errors": [{"plugin": e.plugin, "where": e.where, "error": e.error} for e in load_errors()],
     }
+
+
+def side_environments() -> dict[str, dict[str, Any]]:
+    """``reasonrl_side_environments``' status of each environment beside this one."""
+    from reasonrl.manager import call_each
+
+    out = {}
+    for plugin, declared in call_each("reasonrl_side_environments"):
+        for name, status in declared.items():
+            try:
+                out[name] = {"plugin": plugin, **status()}
+            except Exception as exc:  # a broken status is shown, not fatal
+                out[name] = {"plugin": plugin, "state": f"status failed: {type(exc).__name__}: {exc}"}
+    return out
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -180,6 +195,15 @@ def print_report(report: dict[str, Any]) -> None:
         print(
             f"  {row['name']:<36} {row['package'] + row['versions']:<30} installed {row['installed'] or '-':<12} {row['state']}"
         )
+    print(f"\nSide environments ({len(report['side_environments'])}):")
+    for name, env in report["side_environments"].items():
+        details = ", ".join(f"{k} {v}" for k, v in (env.get("versions") or {}).items())
+        print(
+            f"  {name} ({env['plugin']}): {env['state']}  [{env.get('venv', '')}]" + (f"  {details}" if details else "")
+        )
+        for key in ("hint", "missing", "untested"):
+            if env.get(key):
+                print(f"      {key}: {env[key]}")
     print(f"\nLoad errors ({len(report['errors'])}):")
     for error in report["errors"]:
         print(f"  {error['plugin']} ({error['where']}): {error['error']}")

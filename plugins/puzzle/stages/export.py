@@ -13,6 +13,14 @@ from reasonrl.plugins.puzzle.subblocks import build_model, split_layers
 
 
 def stage_export(ctx: PuzzleContext) -> None:
+    export_hf(ctx)
+    if ctx.settings.nemo:
+        from reasonrl.plugins.puzzle.stages.nemo import stage_nemo
+
+        stage_nemo(ctx)
+
+
+def export_hf(ctx: PuzzleContext) -> None:
     target = ctx.run_dir / "child"
     if (target / "config.json").exists():
         return
