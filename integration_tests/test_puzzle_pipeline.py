@@ -128,8 +128,9 @@ def test_distillation_in_ray_workers_matches_and_resumes_per_subblock(run, tmp_p
 
 def test_export_target_nemo_runs_the_child_in_nemo_and_distills_it_from_the_parent_there(run, tmp_path):
     """Issue 25 through the CLI: the searched child into NeMo (.venv-nemo), NeMo's log-probs vs
-    transformers', the round trip back, and KD from the parent with NeMo's ModelOpt pieces: the
-    distilled child (read back by transformers) is closer to the parent on held-out tokens."""
+    transformers', the round trip back, and KD from the parent by NeMo's own llm.distill (NeMo's
+    trainer, megatron's Adam, ModelOpt's logits KL) on CPU: the distilled child, exported back and
+    read by transformers, is closer to the parent on held-out tokens."""
     run_dir = tmp_path / "nemo_run"
     shutil.copytree(run[0], run_dir)
     done = subprocess.run(

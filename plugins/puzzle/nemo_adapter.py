@@ -17,7 +17,9 @@ wrong in them (docs/nemo.md §2): GQA taken from block 0 for every layer (and a 
 Engine names only (left at 1.0 on the local spec), the exporter's HF architecture looked up by
 layer count (80 or 162 only). Weights are renamed by the megatron-core adapter's
 ``convert_state`` / ``hf_state_from_megatron`` and loaded by NeMo's ``apply_transforms``.
-Every command prints its result as one JSON line last.
+Distillation is NeMo's own ``llm.distill`` (its trainer, megatron's optimizer, ModelOpt's KD
+loss), trained on CPU inside ``nemo_cpu.training_on_cpu()``. Every command prints its result as
+one JSON line.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ import shutil
 import sys
 import tempfile
 import time
-from functools import partial
 from pathlib import Path
 
+import lightning.pytorch as pl
+import nemo.collections.llm as llm
 import torch
 from nemo.collections.common.tokenizers.null_tokenizer import NullTokenizer
 from nemo.collections.llm.gpt.model import llama_nemotron as nemotron
@@ -236,8 +239,6 @@ def logits(model, tokens: torch.Tensor) -> torch.Tensor:
 
 def command_import(child_dir: Path, nemo_dir: Path) -> dict:
     """``llm.import_ckpt``: the Puzzle export as a NeMo-2 checkpoint (written beside, then renamed)."""
-    import nemo.collections.llm as llm
-
     hf_config = read_export(child_dir)  # before anything is written
     started = time.perf_counter()
     staging = nemo_dir.parent / f".{nemo_dir.name}.importing"
@@ -256,8 +257,6 @@ def command_import(child_dir: Path, nemo_dir: Path) -> dict:
 
 def command_export(nemo_dir: Path, hf_dir: Path) -> dict:
     """``llm.export_ckpt``: back to a nemotron-nas checkpoint."""
-    import nemo.collections.llm as llm
-
     started = time.perf_counter()
     llm.export_ckpt(nemo_dir, target="hf", output_path=hf_dir, overwrite=True)
     return {"hf_dir": str(hf_dir), "seconds": round(time.perf_counter() - started, 1)}
@@ -271,77 +270,134 @@ def command_logprobs(nemo_dir: Path, probe_file: Path) -> dict:
     return {"max_abs_logprob_diff": (log_probs - probe["log_probs"].float()).abs().max().item()}
 
 
-def masked_mean(per_token, loss_mask: torch.Tensor) -> torch.Tensor:
-    """nemo/collections/llm/modelopt/distill/model.py's masked token loss (tensor and context parallel 1)."""
-    per_token = per_token[0] if isinstance(per_token, tuple) else per_token
-    return (per_token.reshape(-1).float() * loss_mask.reshape(-1)).sum() / loss_mask.sum()
+class TokenWindows(torch.utils.data.Dataset):
+    """Token windows (a Puzzle run's distillation data) as NeMo GPT batches; with the boolean
+    attention mask megatron's local attention needs without Transformer Engine."""
+
+    def __init__(self, windows: torch.Tensor, samples: int):
+        self.windows, self.samples = windows, samples
+        length = windows.shape[1] - 1
+        self.mask = nemo_cpu.causal_mask(length)[0]
+        self.positions = torch.arange(length)
+
+    def __len__(self) -> int:
+        return self.samples
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        window = self.windows[index % len(self.windows)]
+        return {
+            "tokens": window[:-1],
+            "labels": window[1:],
+            "loss_mask": torch.ones(len(window) - 1),
+            "position_ids": self.positions,
+            "attention_mask": self.mask,
+        }
+
+    def collate_fn(self, batch):  # what NeMo's GPT data modules hand their DataLoader
+        return torch.utils.data.default_collate(batch)
+
+
+class TokenWindowsData(llm.MockDataModule):
+    """NeMo's GPT data module over the windows saved in ``tokens_file``: NeMo's MockDataModule with
+    its datasets replaced (in 2.7.3 it passes ``create_attention_mask`` into the datasets' ``seed``,
+    so without Transformer Engine its batches lack the mask). Module level: NeMo's checkpoint
+    context records it by import path and init arguments."""
+
+    def __init__(self, tokens_file: str, steps: int, batch: int, tokenizer=None):
+        self.windows = torch.load(tokens_file)
+        self.tokens_file, self.steps, self.batch = tokens_file, steps, batch
+        super().__init__(
+            seq_length=self.windows.shape[1] - 1,
+            tokenizer=tokenizer,
+            micro_batch_size=batch,
+            global_batch_size=batch,
+            num_train_samples=steps * batch,
+            num_workers=0,
+            pin_memory=False,
+            persistent_workers=False,
+        )
+
+    def setup(self, stage: str = "") -> None:
+        self._train_ds = TokenWindows(self.windows, self.steps * self.batch)
+        self._validation_ds = self._test_ds = TokenWindows(self.windows[: self.batch], self.batch)
+
+
+class KDLossRecorder(pl.Callback):
+    """The distillation loss NeMo reports after each step (``reduced_train_loss``)."""
+
+    def __init__(self):
+        self.values = []
+
+    def on_train_batch_end(self, trainer, *args) -> None:
+        self.values.append(float(trainer.callback_metrics["reduced_train_loss"]))
 
 
 def command_distill(
-    teacher_dir: Path, student_dir: Path, tokens_file: Path, out_dir: Path, steps: int, lr: float
+    teacher_dir: Path, student_dir: Path, tokens_file: Path, out_dir: Path, steps: int, lr: float, batch: int = 8
 ) -> dict:
-    """Knowledge distillation of the child from the parent with NeMo's ModelOpt pieces — the ones
-    ``llm.distill`` builds (``DistillationGPTModel``: ``load_distillation_config``, ``mtd.convert``
-    with a ``kd_loss`` mode, ``adjust_distillation_model_for_mcore``, ``compute_kd_loss``) — with
-    the optimizer step driven here: NeMo's trainer stops on CPU in megatron's schedule
-    (``schedules.py:573``, a tensor on device='cuda'; docs/nemo.md §4). The student is written
-    to ``out_dir`` as a nemotron-nas checkpoint."""
-    import modelopt.torch.distill as mtd
-    from nemo.collections.llm.modelopt.distill.utils import (
-        adjust_distillation_model_for_mcore,
-        load_distillation_config,
-    )
-    from tqdm import tqdm
+    """Knowledge distillation of the child from the parent with NeMo's own path, ``llm.distill``
+    (ModelOpt's logits KL, NeMo's default distillation config; Llama-Nemotron §2's global KD
+    after the search): NeMo's trainer with megatron's Adam for ``steps`` steps on the token
+    windows, the student saved as a NeMo checkpoint by NeMo's ModelCheckpoint and exported to
+    ``out_dir`` (nemotron-nas) through ``llm.export_ckpt``."""
+    from megatron.core.optimizer import OptimizerConfig
+    from nemo import lightning as nl
 
-    teacher_model, student_model = load_child(teacher_dir), load_child(student_dir)
-    teacher, student = megatron_module(teacher_model), megatron_module(student_model)
-    teacher.eval()
-    student_names = [name for name in student.state_dict() if not name.endswith("_extra_state")]
-    settings = load_distillation_config(None, student.config, teacher.config)  # NeMo's default: logits KL
-    distiller = mtd.convert(
-        student,
-        mode=[
-            (
-                "kd_loss",
-                {"teacher_model": teacher, "criterion": settings.criterion, "loss_balancer": settings.loss_balancer},
-            )
-        ],
+    losses = KDLossRecorder()
+    work = out_dir.parent / f".{out_dir.name}.nemo_logs"
+    shutil.rmtree(work, ignore_errors=True)
+    student_tokenizer = io.load_context(student_dir / "context", subpath="model").tokenizer
+    trainer = nl.Trainer(
+        devices=1,
+        accelerator="cpu" if not torch.cuda.is_available() else "gpu",
+        max_steps=steps,
+        limit_val_batches=0,
+        val_check_interval=steps,
+        log_every_n_steps=1,
+        num_sanity_val_steps=0,
+        strategy=nl.MegatronStrategy(ckpt_async_save=False, ckpt_load_strictness="log_all"),
+        plugins=nl.MegatronMixedPrecision(precision="32"),
+        callbacks=[losses],
     )
-    adjust_distillation_model_for_mcore(distiller, distill_cfg=settings)
-    optimizer = torch.optim.AdamW([p for p in distiller.parameters() if p.requires_grad], lr=lr)
-    tokens = torch.load(tokens_file)
-    length = tokens.shape[1]
-    positions = torch.arange(length).unsqueeze(0)
-    mask = nemo_cpu.causal_mask(length)
-    generator = torch.Generator().manual_seed(0)
-    losses = []
-    distiller.train()
-    for _ in tqdm(range(steps), desc="NeMo KD", unit="step", file=sys.stderr):
-        batch = tokens[torch.randint(len(tokens), (8,), generator=generator)]
-        loss_mask = torch.ones_like(batch, dtype=torch.float)
-
-        lm_loss = distiller(
-            input_ids=batch, position_ids=positions.expand_as(batch), attention_mask=mask, labels=batch.roll(-1, 1)
+    optimizer = nl.MegatronOptimizerModule(
+        OptimizerConfig(
+            optimizer="adam",
+            lr=lr,
+            use_distributed_optimizer=False,
+            bf16=False,
+            fp16=False,
+            params_dtype=torch.float32,
+            clip_grad=0.0,
         )
-        reduce = partial(masked_mean, loss_mask=loss_mask)
-        kd = distiller.compute_kd_loss(student_loss=reduce(lm_loss), loss_reduction_fn=reduce)["kd_loss"]
-        optimizer.zero_grad()
-        kd.backward()
-        optimizer.step()
-        losses.append(kd.item())
-    trained = distiller.state_dict()  # the student's own names, beside the teacher's
-    missing = [name for name in student_names if name not in trained]
-    if missing:
-        raise NemoAdapterError(f"the distilled student lacks {missing[:3]}")
-    hf_config = json.loads(student.config.heterogeneous_layers_config_encoded_json)
-    state = {name: trained[name] for name in student_names}
-    write_hf(out_dir, hf_config, hf_state_from_megatron(state, hf_config))
+    )
+    checkpoint = nl.ModelCheckpoint(
+        save_last=True, save_top_k=0, every_n_train_steps=steps, monitor="reduced_train_loss"
+    )
+    started = time.perf_counter()
+    try:
+        with nemo_cpu.training_on_cpu():
+            llm.distill(
+                student_model_path=str(student_dir),
+                teacher_model_path=str(teacher_dir),
+                data=TokenWindowsData(str(tokens_file), steps, batch, student_tokenizer),
+                trainer=trainer,
+                optim=optimizer,
+                tokenizer="data",
+                log=nl.NeMoLogger(log_dir=str(work), name="kd", ckpt=checkpoint),
+            )
+        last = sorted(work.rglob("*-last"))
+        if not last:
+            raise NemoAdapterError(f"{work}: NeMo saved no last checkpoint")
+        llm.export_ckpt(last[-1], target="hf", output_path=out_dir, overwrite=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     window = max(1, min(5, steps // 3))
     return {
-        "steps": steps,
+        "steps": len(losses.values),
         "lr": lr,
-        "kd_loss_first": sum(losses[:window]) / window,  # means over the first / last few steps
-        "kd_loss_last": sum(losses[-window:]) / window,
+        "kd_loss_first": sum(losses.values[:window]) / window,  # means over the first / last few steps
+        "kd_loss_last": sum(losses.values[-window:]) / window,
+        "seconds": round(time.perf_counter() - started, 1),
         "student_hf_dir": str(out_dir),
     }
 
@@ -379,8 +435,6 @@ def main(argv: list[str] | None = None) -> int:
     chain.append(current)
     parsed = [vars(_parser().parse_args(words)) for words in chain]  # every command checked before any runs
     nemo_cpu.apply()
-    if any(args["command"] == "distill" for args in parsed):
-        nemo_cpu.init_single_process()
     for args in parsed:
         command = args.pop("command")
         try:

@@ -1,16 +1,17 @@
 """NeMo 2.7.3 / megatron-core 0.15.3 on a machine without CUDA (docs/nemo.md §3): the config
-flags megatron refuses without Transformer Engine, and process-local replacements for the
-hard-coded CUDA calls on the import / export / forward path. Applied only by the NeMo adapter's
+flags megatron refuses without Transformer Engine, process-local replacements for the
+hard-coded CUDA calls on the import / export / forward path, and a torch function mode that
+keeps the training path's CUDA tensors on the CPU (``llm.distill``). Applied only by the NeMo adapter's
 own process (``python -m reasonrl.plugins.puzzle.nemo_adapter``), only when CUDA is absent, and
 only for the versions they were written against (``nemo_side.TESTED``)."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 from importlib.metadata import version
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from reasonrl.plugins.puzzle.nemo_side import TESTED, NemoAdapterError
 
@@ -76,18 +77,29 @@ def apply() -> None:
     _applied = True
 
 
-def init_single_process(port: int = 29533) -> None:
-    """gloo process group and megatron's parallel state for one CPU process (what NeMo's
-    Trainer(accelerator="cpu") sets up itself; needed where the adapter drives a step by hand)."""
-    import torch.distributed as dist
-    from megatron.core import parallel_state
+class CudaCallsOnCpu(TorchFunctionMode):
+    """Tensors that megatron-core's training schedule, DDP, optimizer and NeMo's data sampler
+    create on ``device="cuda"`` (megatron's FP32Optimizer loss scale, optimizer.py:903; schedules.py:573 ``total_num_tokens``;
+    ~20 sites), moved by
+    ``.cuda()`` or pinned, stay on the CPU. Active only around NeMo's training call."""
 
-    for key, value in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", str(port)), ("RANK", "0"), ("WORLD_SIZE", "1")):
-        os.environ.setdefault(key, value)
-    if not dist.is_initialized():
-        dist.init_process_group("gloo", rank=0, world_size=1)
-    if not parallel_state.model_parallel_is_initialized():
-        parallel_state.initialize_model_parallel(1, 1)
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if kwargs.get("pin_memory"):
+            kwargs["pin_memory"] = False
+        if "cuda" in str(kwargs.get("device", "")):
+            kwargs["device"] = "cpu"
+        if func is torch.Tensor.cuda:
+            return args[0]
+        if func is torch.Tensor.to:
+            args = tuple("cpu" if isinstance(a, (str, torch.device)) and "cuda" in str(a) else a for a in args)
+        return func(*args, **kwargs)
+
+
+def training_on_cpu():
+    """The context NeMo's trainer trains in on this machine (``llm.distill``): :class:`CudaCallsOnCpu`
+    where CUDA is absent (it also covers megatron's FP32Optimizer loss scale, optimizer.py:903)."""
+    return CudaCallsOnCpu() if not torch.cuda.is_available() else contextlib.nullcontext()
 
 
 def causal_mask(length: int) -> torch.Tensor:

@@ -2,8 +2,8 @@
 §2): the child imported into NeMo 2.7.3 (``child_nemo/``, a NeMo-2 checkpoint), checked there —
 NeMo's log-probabilities against transformers' on held-out tokens, and the export back to a
 nemotron-nas checkpoint (``child_from_nemo/``) tensor for tensor — and, with
-``nemo_distill_steps``, distilled from the parent in NeMo (ModelOpt's logits KD, as Nemotron did
-after the search) into ``child_nemo_distilled/``, with KL(parent ‖ child) on held-out tokens before
+``nemo_distill_steps``, distilled from the parent by NeMo's own ``llm.distill`` (ModelOpt's logits
+KL, as Nemotron did after the search) into ``child_nemo_distilled/``, with KL(parent ‖ child) on held-out tokens before
 and after measured in transformers. One process in ``.venv-nemo`` does the NeMo side
 (``nemo_side``); results in ``nemo.json``."""
 
