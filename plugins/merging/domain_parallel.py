@@ -116,12 +116,14 @@ def run(spec: PipelineSpec, log=print) -> dict:
     from reasonrl.plugins.merging.fusion import Fusion
 
     work = Path(spec.workdir)
-    start = starting_model(spec)
+    fused = work / "fused"
+    # the starting model is read from the composed config only where it is needed (a resumed
+    # launch past the fusion that does not evaluate it skips composing it: seconds per launch)
+    start = starting_model(spec) if not fused.exists() or "start" in spec.eval_models else None
     experts = {
         name: run_rl(spec, work / "experts" / name, files, spec.expert_overrides, log)
         for name, files in spec.domains.items()
     }
-    fused = work / "fused"
     if not fused.exists():
         log(f"fusion of {sorted(experts)} into {fused}")
         merge_checkpoints(
