@@ -56,12 +56,10 @@ def _answer_one(model: Path, rows: dict[str, list], max_tokens: int) -> dict[str
 def _answer_all(models: dict[str, str], datasets: dict[str, str], questions: int, max_tokens: int) -> None:
     """In the answering process: one engine per model in turn, a ``RESULT`` line per model."""
     import pandas as pd
-    import torch
 
-    if not torch.cuda.is_available():
-        # on CPU each engine runs in this process: vLLM's default engine process per model imports
-        # vLLM again (on a GPU its own process frees the model's memory before the next engine)
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    from reasonrl.compat.vllm import offline_engine_in_this_process
+
+    offline_engine_in_this_process()  # on CPU: vLLM imported once for all the models
 
     rows = {name: pd.read_parquet(path).to_dict("records")[:questions] for name, path in datasets.items()}
     for label, model in models.items():

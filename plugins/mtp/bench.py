@@ -83,6 +83,9 @@ def generate(
             "multi_layer=True"  # reasonrl's drafter in this engine (before vLLM loads plugins)
         )
         options["speculative_config"] = {"method": "mtp", "num_speculative_tokens": k}
+    from reasonrl.compat.vllm import offline_engine_in_this_process
+
+    offline_engine_in_this_process()  # run_engine's worker process only runs the engine
     llm = LLM(**options)
     warm_up = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
     llm.generate([TokensPrompt(prompt_token_ids=prompts[0])], warm_up, use_tqdm=False)

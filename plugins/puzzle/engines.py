@@ -46,6 +46,9 @@ def _vllm(child_dir: Path) -> float:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
+    from reasonrl.compat.vllm import offline_engine_in_this_process
+
+    offline_engine_in_this_process()  # this worker process only runs the engine
     probe = torch.load(child_dir / PROBE)
     tokens = probe["tokens"]
     llm = LLM(
