@@ -82,6 +82,16 @@ def convert_state(hf_state: dict[str, torch.Tensor], hf_config: dict) -> dict[st
     return out
 
 
+def load_weights(checkpoint_dir: str | Path) -> dict[str, torch.Tensor]:
+    """Every tensor of a Hugging Face checkpoint folder (all its ``*.safetensors`` shards)."""
+    from safetensors.torch import load_file
+
+    state = {}
+    for shard in sorted(Path(checkpoint_dir).glob("*.safetensors")):
+        state.update(load_file(str(shard)))
+    return state
+
+
 def hf_state_from_megatron(state: dict[str, torch.Tensor], hf_config: dict) -> dict[str, torch.Tensor]:
     """The inverse of :func:`convert_state`: megatron-core names back to the nemotron-nas ones
     (the NeMo adapter's export). Extra rows of a padded vocabulary are cut to ``vocab_size``."""
@@ -139,7 +149,6 @@ def child_layer_spec(hf_config: dict, use_te: bool = False):
 def load_child(child_dir: str | Path):
     """The exported child as a megatron-core ``GPTModel`` (eval mode) with its weights."""
     from megatron.core.models.gpt import GPTModel
-    from safetensors.torch import load_file
 
     from reasonrl.api import megatron_layer_spec
 
@@ -157,10 +166,7 @@ def load_child(child_dir: str | Path):
         share_embeddings_and_output_weights=False,
     )
     _cpu_rotary_embedding(model)
-    state = {}
-    for shard in sorted(child_dir.glob("*.safetensors")):
-        state.update(load_file(str(shard)))
-    converted = convert_state(state, hf_config)
+    converted = convert_state(load_weights(child_dir), hf_config)
     missing, unexpected = model.load_state_dict(converted, strict=False)
     missing = [k for k in missing if not k.endswith("._extra_state")]
     if missing or unexpected:

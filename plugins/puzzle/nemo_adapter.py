@@ -41,7 +41,7 @@ from nemo.lightning import io, teardown
 from nemo.lightning.io.state import _ModelState
 
 from reasonrl.plugins.puzzle import nemo_cpu
-from reasonrl.plugins.puzzle.megatron_adapter import convert_state, hf_state_from_megatron
+from reasonrl.plugins.puzzle.megatron_adapter import convert_state, hf_state_from_megatron, load_weights
 from reasonrl.plugins.puzzle.nemo_side import NemoAdapterError, read_export, rope_settings
 
 # NeMo's checkpoint context records a tokenizer by its init arguments: track_io (as NeMo's registry
@@ -113,15 +113,6 @@ def child_tokenizer(checkpoint_dir: Path, vocab_size: int):
 
         return AutoTokenizer(str(checkpoint_dir))
     return NullTokenizer(vocab_size - 1)  # its vocab_size is this + 1 (an end-of-document id)
-
-
-def load_weights(checkpoint_dir: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    state = {}
-    for shard in sorted(checkpoint_dir.glob("*.safetensors")):
-        state.update(load_file(str(shard)))
-    return state
 
 
 def megatron_module(model):
@@ -251,8 +242,11 @@ def command_import(child_dir: Path, nemo_dir: Path) -> dict:
         staging.rename(nemo_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    blocks = [f"{b['attention']} / {b['ffn']}" for b in hf_config["block_configs"]]
-    return {"nemo_checkpoint": str(nemo_dir), "layers": len(blocks), "seconds": round(time.perf_counter() - started, 1)}
+    return {
+        "nemo_checkpoint": str(nemo_dir),
+        "layers": len(hf_config["block_configs"]),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 def command_export(nemo_dir: Path, hf_dir: Path) -> dict:
@@ -305,7 +299,7 @@ class TokenWindowsData(llm.MockDataModule):
 
     def __init__(self, tokens_file: str, steps: int, batch: int, tokenizer=None):
         self.windows = torch.load(tokens_file)
-        self.tokens_file, self.steps, self.batch = tokens_file, steps, batch
+        self.steps, self.batch = steps, batch
         super().__init__(
             seq_length=self.windows.shape[1] - 1,
             tokenizer=tokenizer,

@@ -117,8 +117,8 @@ def nemo_status() -> dict:
 
 
 def run_adapter(args: list[str], timeout: float = 900, check: bool = True) -> subprocess.CompletedProcess:
-    """``python -m reasonrl.plugins.puzzle.nemo_adapter *args`` in ``.venv-nemo``; its last stdout
-    line is a JSON result (:func:`adapter_result`)."""
+    """``python -m reasonrl.plugins.puzzle.nemo_adapter *args`` in ``.venv-nemo``; its stdout has
+    one JSON result line per command (:func:`adapter_results`)."""
     python = nemo_venv() / "bin" / "python"
     if not python.exists():
         raise NemoAdapterError(f"{python}: NeMo's side environment is missing; run: bash scripts/setup_env.sh nemo")
@@ -143,15 +143,9 @@ def adapter_results(done: subprocess.CompletedProcess) -> list[dict]:
 def same_tensors(first_dir: str | Path, second_dir: str | Path) -> tuple[bool, float]:
     """Whether two safetensors checkpoints hold the same names and bit-identical tensors (and
     the largest absolute difference where names and shapes agree)."""
-    from safetensors.torch import load_file
+    from reasonrl.plugins.puzzle.megatron_adapter import load_weights  # torch: imported where used
 
-    def load(folder):
-        state = {}
-        for shard in sorted(Path(folder).glob("*.safetensors")):
-            state.update(load_file(str(shard)))
-        return state
-
-    first, second = load(first_dir), load(second_dir)
+    first, second = load_weights(first_dir), load_weights(second_dir)
     if set(first) != set(second) or any(first[k].shape != second[k].shape for k in first):
         return False, float("inf")
     largest = max(((first[k].float() - second[k].float()).abs().max().item() for k in first), default=0.0)
