@@ -38,23 +38,32 @@ FIRST_FILTER = 9  # multipliers tried on every partial choice before the whole g
 
 
 class EnumerationTooLarge(RuntimeError):
-    """The enumeration outgrew its state cap (the caller solves the MILP instead)."""
+    """The enumeration stopped without a proven optimum — past its state cap, or its LP or its
+    numerics failed — and the caller solves the MILP instead."""
+
+
+def one_variant_per_layer(layers: int, variants: int, extra_columns: int = 0):
+    """The rows Σ_v x[l, v] (x flattened layer-major, then ``extra_columns`` more columns)."""
+    from scipy.sparse import csr_array
+
+    n = layers * variants
+    return csr_array(
+        (np.ones(n), (np.repeat(np.arange(layers), variants), np.arange(n))), shape=(layers, n + extra_columns)
+    )
 
 
 def lagrange_multipliers(cost: np.ndarray, rows: np.ndarray, limits: np.ndarray) -> np.ndarray | None:
     """The LP relaxation's budget duals (≥ 0), or None when even the relaxation cannot fit."""
     from scipy.optimize import linprog
-    from scipy.sparse import csr_array
 
     budgets, layers, variants = rows.shape
     allowed = np.isfinite(cost)
     n = layers * variants
-    one_per_layer = csr_array((np.ones(n), (np.repeat(np.arange(layers), variants), np.arange(n))), shape=(layers, n))
     result = linprog(
         np.where(allowed, cost, 0.0).ravel(),
         A_ub=rows.reshape(budgets, n),
         b_ub=limits,
-        A_eq=one_per_layer,
+        A_eq=one_variant_per_layer(layers, variants),
         b_eq=np.ones(layers),
         bounds=np.column_stack([np.zeros(n), allowed.ravel().astype(float)]),
         method="highs",
@@ -128,13 +137,14 @@ class _Pass:
         if not len(fits):
             return None
         best = int(fits[state_cost[fits].argmin()])
+        best_cost = float(state_cost[best])
         choice = np.zeros(cost.shape[0], dtype=int)
         choice[self.fixed] = self.fixed_choice
         for depth in range(len(self.free) - 1, -1, -1):
             parent, pick = steps[depth]
             choice[self.free[depth]] = pick[best]
             best = int(parent[best])
-        return float(state_cost[fits].min()), choice
+        return best_cost, choice
 
     def _bound(self, state_cost, state_use, depth, which=slice(None), chunk=20_000):
         """Each partial choice's best lower bound over the grid's multipliers (or ``which`` of them)."""
@@ -156,8 +166,9 @@ def exact_choice(cost: np.ndarray, rows: np.ndarray, limits: np.ndarray) -> np.n
     if lam is None:
         return None
     priced = cost + np.tensordot(lam, rows, axes=1)
-    reduced = priced - priced.min(axis=1, keepdims=True)
-    lower = float(priced.min(axis=1).sum() - lam @ limits)
+    cheapest = priced.min(axis=1, keepdims=True)
+    reduced = priced - cheapest
+    lower = float(cheapest.sum() - lam @ limits)
     grid = _grid(lam)
     tolerance = 1e-9 * max(1.0, abs(lower))
 

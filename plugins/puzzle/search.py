@@ -104,9 +104,10 @@ def solve(
     if method != "milp" and not fuse:
         from reasonrl.plugins.puzzle.enumeration import EnumerationTooLarge, exact_choice
 
-        scale = _row_scales(allowed, arrays, budgets)
-        rows = np.stack([np.where(allowed, a, 0.0) / scale[k] for k, a in arrays.items()]) if arrays else None
-        limits = np.array([budgets[k] / scale[k] for k in arrays])
+        masked = _masked(allowed, arrays)
+        scale = _row_scales(masked, budgets)
+        rows = np.stack([a / scale[k] for k, a in masked.items()]) if masked else None
+        limits = np.array([budgets[k] / scale[k] for k in masked])
         try:
             choice = exact_choice(np.where(allowed, quality, np.inf), rows, limits)
         except EnumerationTooLarge:
@@ -119,29 +120,32 @@ def solve(
     return _solve_milp(quality, allowed, arrays, budgets, time_limit_s, fusable if fuse else None, fusion_saving)
 
 
-def _row_scales(allowed, arrays, budgets) -> dict[str, float]:
+def _masked(allowed, arrays) -> dict[str, np.ndarray]:
+    """Each resource with 0 where the variant is not allowed (those entries are never chosen)."""
+    return {k: np.where(allowed, a, 0.0) for k, a in arrays.items()}
+
+
+def _row_scales(masked, budgets) -> dict[str, float]:
     """Each budget row is divided by its budget (or its largest entry): HiGHS's feasibility
     tolerance (1e-6) is absolute, so on raw rows a resource in small units (latency in seconds)
     could be overrun by 1e-6 of its unit; scaled, by 1e-6 of the budget."""
-    return {k: max(abs(budgets[k]), float(np.abs(np.where(allowed, a, 0.0)).max()), 1e-300) for k, a in arrays.items()}
+    return {k: max(abs(budgets[k]), float(np.abs(a).max()), 1e-300) for k, a in masked.items()}
 
 
 def _solve_milp(quality, allowed, arrays, budgets, time_limit_s, fusable, fusion_saving) -> Solution:
     from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import csr_array
+
+    from reasonrl.plugins.puzzle.enumeration import one_variant_per_layer
 
     layers, variants = quality.shape
     n = layers * variants
     fuse = fusable is not None
     pairs = layers - 1 if fuse else 0
     cost = np.concatenate([np.where(allowed, quality, 0.0).ravel(), np.zeros(pairs)])
-    one_per_layer = csr_array(
-        (np.ones(n), (np.repeat(np.arange(layers), variants), np.arange(n))), shape=(layers, n + pairs)
-    )
-    constraints = [LinearConstraint(one_per_layer, 1, 1)]
+    constraints = [LinearConstraint(one_variant_per_layer(layers, variants, pairs), 1, 1)]
     if arrays:
-        masked = {k: np.where(allowed, a, 0.0) for k, a in arrays.items()}
-        scale = _row_scales(allowed, arrays, budgets)
+        masked = _masked(allowed, arrays)
+        scale = _row_scales(masked, budgets)
         matrix = np.stack(
             [
                 np.concatenate([a.ravel(), np.full(pairs, -(fusion_saving or {}).get(k, 0.0))]) / scale[k]
