@@ -175,8 +175,14 @@ def exact_choice(cost: np.ndarray, rows: np.ndarray, limits: np.ndarray) -> np.n
     start = _Pass(cost, rows, limits, grid, np.isfinite(reduced)).run(None, beam=BEAM_WIDTH)
     incumbent = start if start is not None else (np.inf, None)
     threshold = (incumbent[0] - lower) / START_FRACTION if start is not None else 1e-3 * max(1.0, abs(lower))
+    widest = float(reduced[np.isfinite(reduced)].max())
     while True:
         threshold = min(threshold, incumbent[0] - lower)
+        if not np.isfinite(incumbent[0]) and threshold >= widest:
+            # every variant usable and nothing fitting found yet: one pass pruned by fit alone is
+            # exhaustive — its cheapest survivor is the optimum, no survivor means nothing fits
+            found = _Pass(cost, rows, limits, grid, np.isfinite(reduced)).run(np.inf)
+            return None if found is None else found[1]
         found = _Pass(cost, rows, limits, grid, reduced <= threshold + tolerance).run(lower + threshold + tolerance)
         if found is not None and found[0] <= lower + threshold + tolerance:
             return found[1]
@@ -184,8 +190,6 @@ def exact_choice(cost: np.ndarray, rows: np.ndarray, limits: np.ndarray) -> np.n
             incumbent = found
         if threshold >= incumbent[0] - lower:  # the incumbent should have survived: numerics
             raise EnumerationTooLarge("the enumeration lost its incumbent (numerical tolerance)")
-        if not np.isfinite(incumbent[0]) and threshold > 1e6 * max(1.0, abs(lower)):
-            raise EnumerationTooLarge("no fitting choice found by enumeration")
         threshold *= GROWTH if np.isfinite(incumbent[0]) else 2.0
         if threshold * GROWTH >= incumbent[0] - lower:  # one step short: a pass costs more at each step
             threshold = incumbent[0] - lower

@@ -179,3 +179,12 @@ def test_an_enumeration_past_its_state_cap_falls_back_to_the_milp(monkeypatch):
     assert solve(quality, resources, budgets).quality == pytest.approx(expected.quality, abs=1e-9)
     with pytest.raises(ValueError, match="method"):
         solve(quality, resources, budgets, method="fastest")
+
+
+def test_the_enumeration_reports_budgets_only_a_fractional_mix_could_meet():
+    # the LP relaxation fits (a mix of both variants), no single variant does: found by
+    # hypothesis in a clean-clone run, where the enumeration used to give up instead of answering
+    quality = np.array([[0.312, 0.95]])
+    resources = {"params": np.array([[17.0, 8.0]]), "kv": np.array([[5.0, 16.0]])}
+    with pytest.raises(InfeasibleBudget):
+        solve(quality, resources, {"params": 13.0, "kv": 10.0}, method="enumeration")
