@@ -7,8 +7,11 @@
   phase only), and repeat detection's cost and saving. The simulator, given the calibrated step
   time, predicts the same runs (partial aside: its iterations are also cut by time): its error is
   printed.
-- **Simulator** (``simulator.py``) at MiMo's scale (512 slots, 32K max tokens, 256 groups × 16):
-  naive, verl's synchronous DAPO, seamless, partial rollout, colocate_async and staleness.
+- **Simulator** (``simulator.py``) at MiMo's scale (256 single-GPU engines of 64 slots, 32K max
+  tokens, 512 groups × 16 per batch): naive, verl's synchronous DAPO, seamless, partial rollout,
+  colocate_async and staleness; a validation pass (naive vs seamless); and how the two ratios the
+  issue targets move with the assumptions nobody measured here (naive's reward parallelism, slots
+  per engine).
 
 Numbers only, no thresholds; ``--json OUT`` writes them, ``--plot PNG`` a request timeline.
 """
@@ -18,19 +21,38 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
 
 from reasonrl.contracts import CliCommand
-from reasonrl.plugins.rollout.simulator import EngineModel, simulate
+from reasonrl.plugins.rollout.simulator import EngineModel, simulate, validation_time
 from reasonrl.plugins.rollout.trace import long_tail_trace
 
 #: MiMo-scale simulation (trace: log-normal, p99 ≈ 9× the median, wrong answers 1.3× longer, 3 %
 #: looping to the limit, pass rate 0.41 from Beta(0.41, 0.59): see trace.py).
 MIMO_SCALE = {"n_prompts": 8192, "group_size": 16, "median_tokens": 4096, "max_tokens": 32768, "seed": 0}
-MIMO_BATCH = 256
+MIMO_BATCH = 512  # prompts per step (MiMo RL: batch 512, 16 rollouts each)
+#: MiMo-7B RL on 256 GPUs, one engine per GPU (a 7B needs no tensor parallelism). Assumptions, not
+#: measurements: 64 sequences per engine (KV cache of an 80 GB GPU at 32K context); a decode step
+#: of 12 ms (reading 15 GB of weights, plus overheads) + 0.2 ms per active sequence (its KV cache at
+#: a few K tokens); training ~4K tokens/s per GPU (1e-6 s per token over 256 GPUs) + 20 s, weight
+#: sync 5 s; a group's reward 2 s; naive scores a round 256 samples at a time.
+MIMO_ENGINE = EngineModel(
+    slots=256 * 64,
+    engines=256,
+    step_a=0.012,
+    step_b=2e-4,
+    reward_latency=2.0,
+    reward_workers=256,
+    train_c=20.0,
+    train_d=1e-6,
+    sync_time=5.0,
+)
+#: The assumptions the sensitivity table varies: naive's reward workers (None: a round scored in
+#: one reward latency) and sequences per engine.
+SENSITIVITY = {"reward_workers": (None, 256, 64), "slots_per_engine": (32, 64)}
 #: The real part: 4 requests per group, lengths that fit the smoke model's 64 positions.
 REAL_SPEC = {
     "slots": 32,
@@ -43,38 +65,68 @@ REAL_SPEC = {
 }
 
 
-def simulated(steps: int = 12) -> dict:
+def simulated(steps: int = 6) -> dict:
     trace = long_tail_trace(**MIMO_SCALE)
-    engine = EngineModel(slots=512)
+    engine, run = MIMO_ENGINE, dict(batch_groups=MIMO_BATCH, record_timeline=False)
+    staleness_engine = replace(engine, gen_share=0.75)
     runs = {
-        "naive": simulate("naive", trace, engine, steps, batch_groups=MIMO_BATCH, record_timeline=False),
-        "verl_sync": simulate("verl_sync", trace, engine, steps, batch_groups=MIMO_BATCH, record_timeline=False),
-        "seamless": simulate("seamless", trace, engine, steps, batch_groups=MIMO_BATCH, record_timeline=False),
-        "partial": simulate(
-            "partial", trace, engine, 6 * steps, batch_groups=MIMO_BATCH, token_budget=8192, record_timeline=False
-        ),
-        "colocate_async": simulate(
-            "colocate_async", trace, engine, steps, batch_groups=MIMO_BATCH, record_timeline=False
-        ),
-        "staleness": simulate(
-            "staleness",
-            trace,
-            replace(engine, gen_share=0.75),
-            steps,
-            batch_groups=MIMO_BATCH,
-            staleness=1,
-            record_timeline=False,
-        ),
+        "naive": simulate("naive", trace, engine, steps, **run),
+        "verl_sync": simulate("verl_sync", trace, engine, steps, **run),
+        "seamless": simulate("seamless", trace, engine, steps, **run),
+        "partial": simulate("partial", trace, engine, 3 * steps, token_budget=8192, **run),
+        "colocate_async": simulate("colocate_async", trace, engine, steps, **run),
+        "staleness": simulate("staleness", trace, staleness_engine, steps, staleness=1, **run),
     }
-    summaries = {name: run.summary(skip=1) for name, run in runs.items()}
+    summaries = {name: result.summary(skip=1) for name, result in runs.items()}
     per_token = {name: s["time_per_trained_token_s"] for name, s in summaries.items()}
-    return {
-        "summaries": summaries,
+    validation = {p: validation_time(p, trace, engine, MIMO_BATCH) for p in ("naive", "seamless")}
+    main_row = {
         "seamless_vs_naive": per_token["naive"] / per_token["seamless"],
         "staleness_vs_naive": per_token["naive"] / per_token["staleness"],
+        "validation_seamless_vs_naive": validation["naive"] / validation["seamless"],
+    }
+    return {
+        "engine": asdict(engine),
+        "batch_groups": MIMO_BATCH,
+        "summaries": summaries,
+        **main_row,
         "seamless_vs_verl_sync": per_token["verl_sync"] / per_token["seamless"],
         "partial_vs_verl_sync": per_token["verl_sync"] / per_token["partial"],
+        "validation_s": validation,
+        "sensitivity": sensitivity(trace, steps, main_row),
     }
+
+
+def sensitivity(trace, steps: int, main_row: dict) -> list[dict]:
+    """seamless/naive, staleness/naive and the validation ratio under other assumptions (the
+    bench's own assumptions give ``main_row``)."""
+    rows = []
+    for slots_per_engine in SENSITIVITY["slots_per_engine"]:
+        for workers in SENSITIVITY["reward_workers"]:
+            engine = replace(MIMO_ENGINE, slots=MIMO_ENGINE.engines * slots_per_engine, reward_workers=workers)
+            if engine == MIMO_ENGINE:
+                rows.append({"slots_per_engine": slots_per_engine, "reward_workers": workers, **main_row})
+                continue
+            run = dict(batch_groups=MIMO_BATCH, record_timeline=False)
+            per_token = {
+                name: simulate(name, trace, model, steps, **run, **knobs).summary(skip=1)["time_per_trained_token_s"]
+                for name, model, knobs in (
+                    ("naive", engine, {}),
+                    ("seamless", engine, {}),
+                    ("staleness", replace(engine, gen_share=0.75), {"staleness": 1}),
+                )
+            }
+            validation = {p: validation_time(p, trace, engine, MIMO_BATCH) for p in ("naive", "seamless")}
+            rows.append(
+                {
+                    "slots_per_engine": slots_per_engine,
+                    "reward_workers": workers,
+                    "seamless_vs_naive": per_token["naive"] / per_token["seamless"],
+                    "staleness_vs_naive": per_token["naive"] / per_token["staleness"],
+                    "validation_seamless_vs_naive": validation["naive"] / validation["seamless"],
+                }
+            )
+    return rows
 
 
 def real(spec: dict) -> dict:
@@ -177,17 +229,35 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     result: dict = {"trace": {"mimo_scale": MIMO_SCALE, "real": REAL_SPEC["trace"]}}
-    print("simulated at MiMo's scale (512 slots, 32K max tokens, 256 groups × 16 per batch):", flush=True)
-    result["simulated"] = simulated()
-    for name, s in result["simulated"]["summaries"].items():
+    print(
+        f"simulated at MiMo's scale ({MIMO_ENGINE.engines} engines × {MIMO_ENGINE.slots // MIMO_ENGINE.engines} "
+        f"slots, 32K max tokens, {MIMO_BATCH} groups × 16 per batch):",
+        flush=True,
+    )
+    sim = result["simulated"] = simulated()
+    for name, s in sim["summaries"].items():
         print(
-            f"  {name:<15} step median {s['step_wall_median_s']:8.1f} s  p90 {s['step_wall_p90_s']:8.1f} s  "
-            f"per trained token {s['time_per_trained_token_s'] * 1e3:7.3f} ms  waste {s['sample_waste']:5.1%}  "
-            f"idle {s['idle_ratio']:5.1%}  length bias {s['length_bias']:.3f}",
+            f"  {name:<15} step median {s['step_wall_median_s']:7.1f} s  p90 {s['step_wall_p90_s']:7.1f} s  "
+            f"per trained token {s['time_per_trained_token_s'] * 1e6:6.2f} us  waste {s['sample_waste']:5.1%} "
+            f"(valid groups {s['sample_waste_valid']:5.1%})  idle {s['idle_ratio']:5.1%} (slots "
+            f"{s['slot_idle_ratio']:5.1%})  length bias {s['length_bias']:.3f}",
             flush=True,
         )
     for key in ("seamless_vs_naive", "seamless_vs_verl_sync", "partial_vs_verl_sync", "staleness_vs_naive"):
-        print(f"  {key}: {result['simulated'][key]:.2f}x", flush=True)
+        print(f"  {key}: {sim[key]:.2f}x", flush=True)
+    print(
+        f"  validation pass ({MIMO_BATCH} groups): naive {sim['validation_s']['naive']:.0f} s, seamless "
+        f"{sim['validation_s']['seamless']:.0f} s: {sim['validation_seamless_vs_naive']:.2f}x",
+        flush=True,
+    )
+    print("  sensitivity (slots per engine, naive's reward workers: seamless / staleness / validation):", flush=True)
+    for row in sim["sensitivity"]:
+        workers = row["reward_workers"] or "all"
+        print(
+            f"    {row['slots_per_engine']:>3} slots, {workers!s:>4} workers: {row['seamless_vs_naive']:.2f}x / "
+            f"{row['staleness_vs_naive']:.2f}x / {row['validation_seamless_vs_naive']:.2f}x",
+            flush=True,
+        )
     if args.no_real:
         result["real"] = None
     else:

@@ -23,17 +23,33 @@ from reasonrl.plugins.rollout.trace import Trace
 class EngineModel:
     """Costs in seconds; calibrate ``step_a``/``step_b`` and ``train_c``/``train_d`` from measurements."""
 
-    slots: int = 512
+    slots: int = 512  # concurrent requests over all engines
+    engines: int = 1  # data-parallel generation engines, ``slots // engines`` requests each
     step_a: float = 0.02
     step_b: float = 6e-5
     reward_latency: float = 2.0
+    #: naive's rewards, computed after each round: this many samples at a time, ``reward_latency``
+    #: s each (None: the whole round at once); every other policy scores each group off the engine
+    reward_workers: int | None = None
     train_c: float = 20.0
     train_d: float = 2e-5
     sync_time: float = 5.0
     gen_share: float = 0.5  # staleness mode: share of the devices that generate
 
+    def __post_init__(self) -> None:
+        if self.engines < 1 or self.slots % self.engines:
+            raise ValueError(f"slots ({self.slots}) must split evenly over engines ({self.engines})")
+        if self.reward_workers is not None and self.reward_workers < 1:
+            raise ValueError(f"reward_workers must be >= 1 or None, got {self.reward_workers}")
+
     def step_time(self, active: int) -> float:
         return self.step_a + self.step_b * active
+
+    def serial_reward_time(self, samples: int) -> float:
+        """Naive's reward phase for a round of ``samples``."""
+        if self.reward_workers is None:
+            return self.reward_latency
+        return math.ceil(samples / self.reward_workers) * self.reward_latency
 
     def train_time(self, tokens: float) -> float:
         return self.train_c + self.train_d * tokens
@@ -50,6 +66,7 @@ class RequestEvent(NamedTuple):
     end: float
     version: int
     outcome: str  # "finished", "budget" (segment used its token budget), "aborted", "paused"
+    engine: int = 0
 
 
 @dataclass
@@ -103,7 +120,8 @@ class SimResult:
             "time_per_trained_token_s": float(walls.sum() / max(trained, 1)),
             "sample_waste": sample_waste(trained + thrown + invalid, trained),
             "sample_waste_valid": sample_waste(trained + thrown, trained),
-            "idle_ratio": idle_ratio(sum(s.slot_busy_s for s in steps), sum(s.gen_window_s for s in steps)),
+            "idle_ratio": idle_ratio(sum(s.gen_busy_s for s in steps), sum(s.gen_window_s for s in steps)),
+            "slot_idle_ratio": idle_ratio(sum(s.slot_busy_s for s in steps), sum(s.gen_window_s for s in steps)),
             "length_bias": _ratio(cat("trained_lengths"), cat("finished_lengths")),
             "reward_bias": _ratio(cat("trained_rewards"), cat("finished_rewards")),
             "length_bias_vs_launched_valid": _ratio(cat("trained_lengths"), cat("valid_launched_lengths")),
@@ -133,6 +151,7 @@ class _Request:
     seg_start: float = 0.0
     seg_version: int = 0
     slot: int = -1  # engine slot while in flight
+    engine: int = -1  # the only engine it may run on (a static split of the batch); -1: any
 
     @property
     def complete(self) -> bool:
@@ -161,28 +180,49 @@ class _Group:
 
 
 class _Engine:
-    """``slots`` concurrent requests, a FIFO queue, event-to-event decoding."""
+    """``engines`` data-parallel engines of ``slots // engines`` concurrent requests each, one FIFO
+    queue, event-to-event decoding. Each engine decodes at its own pace (``step_a + step_b·n`` s per
+    decode step with ``n`` of its requests active). A queued request takes a free slot on the engine
+    with the most free slots, or only on its own engine if it is pinned (``_Request.engine``)."""
 
-    def __init__(self, slots: int, step_a: float, step_b: float, timeline: list | None) -> None:
-        self.slots, self.step_a, self.step_b, self.timeline = slots, step_a, step_b, timeline
+    def __init__(self, slots: int, step_a: float, step_b: float, timeline: list | None, engines: int = 1) -> None:
+        if engines < 1 or slots % engines:
+            raise ValueError(f"slots ({slots}) must split evenly over engines ({engines})")
+        self.slots, self.engines, self.per_engine = slots, engines, slots // engines
+        self.step_a, self.step_b, self.timeline = step_a, step_b, timeline
         self.time = 0.0
         self.version = 0
         self.budget: int | None = None
-        self.decode_steps = 0.0
-        self.step_limit = math.inf  # no decoding past this decode-step count (partial's iteration)
+        self.slot_engine = np.arange(slots) // self.per_engine
+        self.decode_steps = np.zeros(engines)  # per engine
+        self.step_limit = np.full(engines, np.inf)  # no decoding past this count (partial's iteration)
         self.rem = np.full(slots, np.inf)
         self.occupant: list[_Request | None] = [None] * slots
-        self.free = list(range(slots - 1, -1, -1))
+        per = self.per_engine
+        self.free = [list(range((e + 1) * per - 1, e * per - 1, -1)) for e in range(engines)]
+        self.n_free = np.full(engines, per)
         self.queue: deque[_Request] = deque()
         self.busy = self.slot_busy = self.tokens = 0.0
 
     @property
     def n_active(self) -> int:
-        return self.slots - len(self.free)
+        return self.slots - int(self.n_free.sum())
 
     @property
     def free_after_queue(self) -> int:
-        return max(0, len(self.free) - len(self.queue))
+        return max(0, int(self.n_free.sum()) - len(self.queue))
+
+    def start_iteration(self, budget: int | None) -> None:
+        """Partial rollout: every engine may decode ``budget`` more steps (None: no limit)."""
+        self.step_limit = self.decode_steps + budget if budget else np.full(self.engines, np.inf)
+
+    def limit_reached(self) -> bool:
+        """Some engine reached its step limit and nothing else can move: the iteration is over."""
+        open_engines = self.decode_steps < self.step_limit
+        if open_engines.all():
+            return False
+        working = open_engines & (self.n_free < self.per_engine)
+        return not working.any() and not (self.queue and (self.n_free * open_engines).any())
 
     def submit(self, requests: list[_Request], front: bool = False) -> None:
         if front:
@@ -191,36 +231,56 @@ class _Engine:
             self.queue.extend(requests)
 
     def _admit(self) -> None:
-        while self.free and self.queue:
-            req, slot = self.queue.popleft(), self.free.pop()
+        room = self.n_free * (self.decode_steps < self.step_limit)  # an engine at its limit takes none
+        if not self.queue or not room.any():
+            return
+        waiting: deque[_Request] = deque()  # pinned requests whose engine is full
+        while self.queue:
+            req = self.queue.popleft()
+            engine = req.engine if req.engine >= 0 else int(np.argmax(room))
+            if room[engine] <= 0:
+                waiting.append(req)
+                if req.engine < 0 or not room.any():
+                    break
+                continue
+            room[engine] -= 1
+            self.n_free[engine] -= 1
+            slot = self.free[engine].pop()
             left = req.length - req.done
             req.target = left if self.budget is None else min(left, self.budget)
             req.seg_start, req.seg_version, req.segments = self.time, self.version, req.segments + 1
             if req.version < 0:
                 req.version = self.version
             self.rem[slot], self.occupant[slot], req.slot = req.target, req, slot
+        waiting.extend(self.queue)
+        self.queue = waiting
 
     def advance(self, until: float = math.inf) -> list[_Request]:
-        """Decode to the next segment end, to ``until`` or to ``step_limit``, whichever is first;
+        """Decode to the next segment end, to ``until`` or to a step limit, whichever is first;
         the requests whose segment ended (freed slots are refilled at the next call)."""
         self._admit()
-        n = self.n_active
-        if n == 0:
+        if self.n_active == 0:
             if math.isfinite(until):
                 self.time = max(self.time, until)
             return []
-        dt = self.step_a + self.step_b * n
-        k_end = float(self.rem.min())
-        k_time = (until - self.time) / dt if math.isfinite(until) else math.inf
-        k = max(0.0, min(k_end, k_time, self.step_limit - self.decode_steps))
-        ends = k == k_end
-        self.time = until if (not ends and k == k_time) else self.time + k * dt
+        active = self.per_engine - self.n_free
+        moving = (active > 0) & (self.decode_steps < self.step_limit)
+        if not moving.any():
+            return []  # every engine with work is at its step limit
+        step = self.step_a + self.step_b * active  # seconds per decode step, per engine
+        pace = np.where(moving, step, np.inf)  # an engine at its step limit does not move
+        t_end = float((self.rem * pace[self.slot_engine]).min())  # free slots: inf
+        t_limit = float(np.where(moving, (self.step_limit - self.decode_steps) * step, np.inf).min())
+        t_until = until - self.time
+        dt = max(0.0, min(t_end, t_limit, t_until))
+        k = dt / pace  # decode steps per engine (0 where it does not move)
+        self.rem -= k[self.slot_engine]
         self.decode_steps += k
-        self.rem -= k
-        self.busy += k * dt
-        self.slot_busy += k * dt * n / self.slots
-        self.tokens += k * n
-        if not ends:
+        self.time = until if dt == t_until < min(t_end, t_limit) else self.time + dt
+        self.busy += dt * int(moving.sum()) / self.engines
+        self.slot_busy += dt * int(active[moving].sum()) / self.slots
+        self.tokens += float((k * active).sum())
+        if dt < t_end:
             return []
         return [self._release(int(s), "finished") for s in np.flatnonzero(self.rem <= 1e-9)]
 
@@ -231,12 +291,16 @@ class _Engine:
             req.done = float(req.length)
         elif outcome == "finished":
             outcome = "budget"  # a partial-rollout segment that used its budget
+        engine = int(self.slot_engine[slot])
         self.rem[slot], self.occupant[slot], req.slot = np.inf, None, -1
-        self.free.append(slot)
+        self.free[engine].append(slot)
+        self.n_free[engine] += 1
         if self.timeline is not None:
             g = req.group
             self.timeline.append(
-                RequestEvent(req.rid, g.gid, g.prompt, req.sample, req.seg_start, self.time, req.seg_version, outcome)
+                RequestEvent(
+                    req.rid, g.gid, g.prompt, req.sample, req.seg_start, self.time, req.seg_version, outcome, engine
+                )
             )
         return req
 
@@ -266,11 +330,15 @@ class _Sim:
     ):
         self.trace, self.model, self.batch, self.max_groups = trace, model, int(batch_groups), int(max_groups)
         self.G = trace.group_size
-        slots = int(model.slots * share)
+        if model.engines > 1:  # a share of the engines generates, each as fast as before
+            engines = max(1, round(model.engines * share))
+            slots, step_b = engines * (model.slots // model.engines), model.step_b
+        else:  # one engine on a share of the devices: the same load per device
+            engines, slots, step_b = 1, int(model.slots * share), model.step_b / share
         if slots < self.G:
             raise ValueError(f"{slots} slots cannot hold a group of {self.G}")
         self.timeline: list[RequestEvent] | None = [] if timeline else None
-        self.engine = _Engine(slots, model.step_a, model.step_b / share, self.timeline)
+        self.engine = _Engine(slots, model.step_a, step_b, self.timeline, engines)
         self.trace_valid = trace.group_valid()
         self.rewards: list[tuple[float, int, _Group]] = []  # heap of (ready time, gid, group)
         self.async_rewards = True
@@ -307,6 +375,14 @@ class _Sim:
 
     def launch_many(self, count: int) -> list[_Group]:
         return [self.launch() for _ in range(count)]
+
+    def pin_in_chunks(self, groups: list[_Group]) -> None:
+        """A static split of a batch (verl's SPMD rollout, MiMo's baseline): the groups in equal
+        contiguous chunks, one per engine; a request then runs only on its chunk's engine."""
+        engines = self.engine.engines
+        for k, group in enumerate(groups):
+            for req in group.requests:
+                req.engine = k * engines // len(groups)
 
     def valid_rate(self) -> float:
         return valid_rate_estimate(self.valid_done, self.groups_done)

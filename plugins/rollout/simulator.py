@@ -7,25 +7,33 @@ the tokens generated / trained / thrown away and who got trained.
 
 Model (assumptions):
 
-- The engine serves ``slots`` requests at once (continuous batching: a freed slot takes the next
-  queued request at once, FIFO). Every active request gains one token per decode step; a decode
-  step with ``n`` active takes ``step_a + step_b·n`` s (prefill folded into ``step_a``). The
-  active set only changes at events, so the engine jumps from event to event; an event that falls
-  inside a decode step sees fractional progress (fluid model).
+- ``engines`` data-parallel engines (one per GPU at MiMo's scale) serve ``slots // engines``
+  requests each (continuous batching: a freed slot takes the next queued request at once, FIFO).
+  Every active request gains one token per decode step; a decode step of an engine with ``n`` of
+  its requests active takes ``step_a + step_b·n`` s (prefill folded into ``step_a``), so each
+  engine runs at its own pace. The active sets only change at events, so the engines jump from
+  event to event; an event that falls inside a decode step sees fractional progress (fluid model).
+- Dispatch: ``naive`` splits each round statically, its groups in equal contiguous chunks, one per
+  engine (verl's SPMD rollout, MiMo's baseline: each data-parallel rank generates its share of the
+  batch); every other policy sends each request to the engine with the most free slots (verl's
+  server manager balances the load).
 - A group is the ``G`` requests of one prompt, launched together; it is valid (kept by dynamic
   sampling) iff it holds a pass and a fail; a batch is ``batch_groups`` valid groups. A sample's
   reward takes ``reward_latency`` s: the group's reward is known that long after its last sample
-  finishes, off the engine (every policy but naive overlaps it with generation).
+  finishes, off the engine (every policy but naive overlaps it with generation). Naive scores a
+  round after its last token, ``reward_workers`` samples at a time (``serial_reward_time``).
 - Training takes ``train_c + train_d·(trained tokens)`` s, then ``sync_time`` s of weight sync;
   colocated policies (all but staleness) generate nothing meanwhile. In staleness mode a share
-  ``gen_share`` of the devices generates (``slots·gen_share`` slots; a decode step with ``n``
-  active takes ``step_a + step_b·n/gen_share``: the same load per device) and the rest trains
-  (train time ÷ (1 − gen_share)), so the two overlap.
+  ``gen_share`` of the devices generates and the rest trains (train time ÷ (1 − gen_share)), so
+  the two overlap: with several engines, ``gen_share`` of the engines; with one, one engine of
+  ``slots·gen_share`` slots whose decode step with ``n`` active takes ``step_a + step_b·n/gen_share``
+  (the same load per device).
 - A request's policy version is the trainer version when it took a slot; a trained sample's
   staleness is the trainer version minus the oldest version that wrote any of its group.
-- Idle: the generation window (a colocated step's wall time minus training and sync; the whole
-  step for the generation devices in staleness mode) minus the slot-weighted busy time
-  (``Σ dt·active/slots``): an empty slot in a long tail is idle, as MiMo's idle GPUs are.
+- Idle, over the generation window (a colocated step's wall time minus training and sync; the
+  whole step for the generation devices in staleness mode): ``idle_ratio`` is the engine-weighted
+  time an engine has no request in flight (MiMo's idle GPU); ``slot_idle_ratio`` the slot-weighted
+  time (``Σ dt·active/slots``: an empty slot in a long tail is idle capacity too).
 - Waste (``sample_waste``): tokens thrown away (invalid groups, surplus, stale samples, requests
   aborted unfinished) over those plus the trained tokens; tokens still in flight or saved at the
   end count in neither. ``sample_waste_valid`` leaves out the invalid groups (dynamic sampling's
@@ -33,8 +41,8 @@ Model (assumptions):
 
 Policies (our readings):
 
-- ``naive`` (MiMo-7B §3.4.1's baseline): generate a round of ``gen_groups`` groups to the last
-  token, then reward the round (``reward_latency`` in series), keep the valid groups, repeat until
+- ``naive`` (MiMo-7B §3.4.1's baseline): generate a round of ``gen_groups`` groups (split
+  statically over the engines) to the last token, then reward the round in series, keep the valid groups, repeat until
   ``batch_groups`` are kept; train on the first ``batch_groups`` in launch order, drop the surplus.
 - ``verl_sync`` (verl 0.9.1 synchronous DAPO, ``trainer/ppo/v1/replay_buffer.py``): launch
   ``batch_groups`` groups; score each group when it finishes; each filtered (invalid) group adds 2
@@ -47,7 +55,8 @@ Policies (our readings):
   groups (pass-rate statistics carried across steps); the step ends by FIFO early termination:
   ``fifo_early_termination`` over the step's groups in launch order picks the batch; every
   request still in flight is aborted and every other group dropped.
-- ``partial`` (Kimi k1.5 §2.6.2): an iteration lasts at most ``token_budget`` decode steps, so a
+- ``partial`` (Kimi k1.5 §2.6.2): an iteration lasts at most ``token_budget`` decode steps (of
+  each engine), so a
   request writes at most ``token_budget`` tokens in it; one that reaches it unfinished frees its
   slot and is saved; at the iteration's end every request in flight is paused and saved too. Saved
   requests continue first next iteration, under the new policy (nothing aborted). Free slots take
@@ -80,7 +89,7 @@ from reasonrl.plugins.rollout.sim_model import EngineModel, SimResult, StepRecor
 from reasonrl.plugins.rollout.staleness import StalenessBuffer, TaggedSample, within_bound
 from reasonrl.plugins.rollout.trace import Trace
 
-__all__ = ["POLICIES", "EngineModel", "SimResult", "StepRecord", "simulate"]
+__all__ = ["POLICIES", "EngineModel", "SimResult", "StepRecord", "simulate", "validation_time"]
 
 POLICIES = ("naive", "verl_sync", "seamless", "partial", "colocate_async", "staleness")
 
@@ -93,8 +102,9 @@ def _naive_step(sim: _Sim, gen_groups: int) -> None:
     kept: list[_Group] = []
     while len(kept) < sim.batch:
         round_groups = sim.launch_many(gen_groups)
+        sim.pin_in_chunks(round_groups)
         sim.drain()  # the whole round to its last token
-        sim.engine.wait(sim.model.reward_latency)  # then the round's rewards, in series
+        sim.engine.wait(sim.model.serial_reward_time(len(round_groups) * sim.G))  # then its rewards
         for g in round_groups:
             sim.mark_ready(g, sim.engine.time)
         kept += [g for g in round_groups if g.valid]
@@ -175,18 +185,18 @@ def _partial_step(sim: _Sim, ready: list[_Group], budget: int | None) -> None:
 
     def iteration_over() -> bool:
         idle = not (e.n_active or e.queue or sim.rewards)
-        return len(ready) >= sim.batch or e.decode_steps >= e.step_limit or idle
+        return len(ready) >= sim.batch or e.limit_reached() or idle
 
     while True:  # iterations of at most `budget` decode steps; one with nothing complete goes on
         waiting, sim.carry = sim.carry, []
         e.submit(waiting, front=True)  # saved trajectories continue first, oldest first
-        e.step_limit = e.decode_steps + budget if budget else math.inf
+        e.start_iteration(budget)
         tick()
         sim.run(on_ready, iteration_over, tick)
         sim.carry += e.stop_all("paused")  # continued after the update, tokens kept
         if ready:
             break
-    e.step_limit = math.inf
+    e.start_iteration(None)
     trained = ready[: sim.batch]
     del ready[: sim.batch]
     sim.train_colocated(trained)
@@ -255,6 +265,30 @@ def _staleness_run(sim: _Sim, steps: int, staleness: int, reuse_ratio: float) ->
     while len(sim.steps) < steps:
         sim.run(on_ready, lambda: sim.engine.time >= st["end"], tick, deadline=lambda: st["end"])
         publish()
+
+
+def validation_time(policy: str, trace: Trace, engine: EngineModel, groups: int) -> float:
+    """Seconds to generate and score ``groups`` groups once (a validation pass: no filtering, no
+    training). ``naive``: the groups split statically over the engines, every request to its last
+    token, then the rewards (``serial_reward_time``); ``seamless``: each request on the engine with
+    the most free slots, each group scored as it finishes, done when the last reward is in."""
+    if policy not in ("naive", "seamless"):
+        raise ValueError(f"validation_time compares naive and seamless, not {policy!r}")
+    sim = _Sim(trace, engine, groups, False, 1.0, groups)
+    launched = sim.launch_many(groups)
+    if policy == "naive":
+        sim.async_rewards = False
+        sim.pin_in_chunks(launched)
+        sim.drain()
+        sim.engine.wait(engine.serial_reward_time(groups * sim.G))
+        return sim.engine.time
+    left = {"groups": groups}
+
+    def on_ready(_group: _Group) -> None:
+        left["groups"] -= 1
+
+    sim.run(on_ready, lambda: left["groups"] == 0)
+    return sim.engine.time
 
 
 def _abort_groups(sim: _Sim, groups: list[_Group]) -> None:

@@ -5,16 +5,19 @@ iterations, the staleness bound, token accounting and slot capacity."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 import reasonrl.plugins.rollout.simulator as simulator
 from reasonrl.plugins.rollout.seamless import fifo_early_termination
-from reasonrl.plugins.rollout.simulator import POLICIES, EngineModel, simulate
+from reasonrl.plugins.rollout.simulator import POLICIES, EngineModel, simulate, validation_time
 from reasonrl.plugins.rollout.trace import Trace, long_tail_trace
 
 MODEL = EngineModel(slots=256, step_a=0.02, step_b=6e-5, reward_latency=2.0, train_c=20.0, train_d=2e-5, sync_time=5.0)
+MULTI = replace(MODEL, engines=16, step_a=0.04, reward_workers=64)  # 16 data-parallel engines of 16 slots
+KNOBS = {"partial": {"token_budget": 4096}, "staleness": {"staleness": 1}}
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +27,12 @@ def trace() -> Trace:
 
 @pytest.fixture(scope="module")
 def runs(trace) -> dict:
-    knobs = {"partial": {"token_budget": 4096}, "staleness": {"staleness": 1}}
-    return {p: simulate(p, trace, MODEL, steps=10, batch_groups=32, **knobs.get(p, {})) for p in POLICIES}
+    return {p: simulate(p, trace, MODEL, steps=10, batch_groups=32, **KNOBS.get(p, {})) for p in POLICIES}
+
+
+@pytest.fixture(scope="module")
+def multi_runs(trace) -> dict:
+    return {p: simulate(p, trace, MULTI, steps=6, batch_groups=32, **KNOBS.get(p, {})) for p in POLICIES}
 
 
 # ----------------------------------------------------------------------------------------- trace
@@ -79,6 +86,46 @@ def test_naive_refill_round_by_hand():
     assert step.trained_groups == [0, 2] and step.launched_groups == [0, 1, 2, 3]
     assert (step.invalid_tokens, step.discarded_tokens, step.aborted_tokens) == (40, 40, 0)
     assert step.generated_tokens == pytest.approx(165)
+
+
+# ------------------------------------------------------------------------------ several engines
+
+
+def test_naive_splits_each_round_statically_by_hand():
+    t = Trace(np.array([[10, 20], [30, 40]]), np.array([[1, 0], [1, 0]]))
+    m = EngineModel(
+        slots=4, engines=2, step_a=1.0, step_b=0.1, reward_latency=5.0, train_c=2.0, train_d=0.1, sync_time=3.0
+    )
+    result = simulate("naive", t, m, steps=1, batch_groups=2)
+    step = result.steps[0]
+    # engine 0 holds group 0: 2 active for 10 steps (1.2 s each), then 1 for 10 (1.1 s): done at 23 s;
+    # engine 1 holds group 1: 30 · 1.2 + 10 · 1.1 = 47 s; then rewards 5, train 2 + 0.1·100, sync 3
+    assert step.wall_s == pytest.approx(47 + 5 + 12 + 3)
+    assert step.gen_busy_s == pytest.approx((23 + 47) / 2)  # engine-weighted: MiMo's GPU idle
+    assert step.slot_busy_s == pytest.approx((12 * 2 + 11 + 36 * 2 + 11) / 4)
+    assert {(e.group, e.engine) for e in result.timeline} == {(0, 0), (1, 1)}
+    assert result.summary()["idle_ratio"] == pytest.approx(1 - 35 / 52)
+
+
+def test_requests_go_to_the_engine_with_most_free_slots():
+    t = Trace(np.array([[10, 20]]), np.array([[1, 0]]))
+    m = EngineModel(slots=4, engines=2, step_a=1.0, step_b=0.1, reward_latency=5.0)
+    # seamless: one request per engine, each decoding alone (1.1 s a step): 20 · 1.1, then its reward
+    assert validation_time("seamless", t, m, 1) == pytest.approx(22 + 5)
+    # naive: the group on engine 0 (10 · 1.2 + 10 · 1.1), then the round's rewards at once ...
+    assert validation_time("naive", t, m, 1) == pytest.approx(23 + 5)
+    # ... or one sample at a time
+    assert validation_time("naive", t, replace(m, reward_workers=1), 1) == pytest.approx(23 + 2 * 5)
+    with pytest.raises(ValueError, match="split evenly"):
+        EngineModel(slots=5, engines=2)
+    with pytest.raises(ValueError, match="reward_workers"):
+        EngineModel(reward_workers=0)
+
+
+def test_partial_budget_holds_on_every_engine(multi_runs):
+    result = multi_runs["partial"]
+    assert all(e.end - e.start <= 4096 * MULTI.step_time(MULTI.slots // MULTI.engines) + 1e-6 for e in result.timeline)
+    assert max(result.summary()["segments_hist"]) >= 2
 
 
 # -------------------------------------------------------------------------------------- seamless
@@ -172,15 +219,26 @@ OUTCOMES = {  # how each policy's requests may leave the engine
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-def test_tokens_add_up_and_slots_are_respected(runs, policy):
-    result = runs[policy]
+@pytest.mark.parametrize("model", ["one engine", "16 engines"])
+def test_tokens_add_up_and_slots_are_respected(runs, multi_runs, policy, model):
+    result, m = (runs[policy], MODEL) if model == "one engine" else (multi_runs[policy], MULTI)
     spent = sum(s.trained_tokens + s.aborted_tokens + s.discarded_tokens + s.invalid_tokens for s in result.steps)
     assert spent + result.pending_tokens == pytest.approx(result.generated_tokens, rel=1e-9)
     assert sum(s.generated_tokens for s in result.steps) <= result.generated_tokens * (1 + 1e-12)
     assert all(len(s.trained_groups) == 32 for s in result.steps) or policy == "partial"
-    slots = MODEL.slots * (MODEL.gen_share if policy == "staleness" else 1)
+    slots = m.slots * (m.gen_share if policy == "staleness" else 1)
     events = sorted([(e.start, 1) for e in result.timeline] + [(e.end, -1) for e in result.timeline])
     assert max(np.cumsum([d for _, d in events])) <= slots
+    engines = {e.engine for e in result.timeline}
+    assert engines == set(range(max(1, round(m.engines * (m.gen_share if policy == "staleness" else 1)))))
+    for engine in engines:  # each engine holds at most its own slots
+        mine = [e for e in result.timeline if e.engine == engine]
+        events = sorted([(e.start, 1) for e in mine] + [(e.end, -1) for e in mine])
+        assert max(np.cumsum([d for _, d in events])) <= m.slots // m.engines
+    if policy == "naive":  # a static split: every request of a group on its chunk's engine
+        assert all(
+            len({e.engine for e in result.timeline if e.group == g}) == 1 for g in {e.group for e in result.timeline}
+        )
     outcomes = {e.outcome for e in result.timeline}
     assert outcomes <= OUTCOMES[policy] and "finished" in outcomes
     s = result.summary()
