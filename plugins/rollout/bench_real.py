@@ -39,9 +39,12 @@ MAX_LEN = 64  # the smoke model's positions
 REPETITION = {"max_pattern_size": 64, "min_pattern_size": 1, "min_count": 8}
 
 
-async def _token_ids(engine, prompt_ids, request_id: str, detect: bool = False, **sampling) -> list[int]:
+async def _token_ids(
+    engine, prompt_ids, request_id: str, detect: bool = False, progress: dict | None = None, **sampling
+) -> list[int]:
     """One request's generated token ids (``sampling``: vLLM ``SamplingParams`` fields; ``detect``:
-    with the option's repeat detection)."""
+    with the option's repeat detection; ``progress``: its token count so far is kept there under
+    the request id, so a request cancelled or aborted midway still counts what it generated)."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
     from vllm.sampling_params import RepetitionDetectionParams
@@ -51,41 +54,54 @@ async def _token_ids(engine, prompt_ids, request_id: str, detect: bool = False, 
     params = SamplingParams(**sampling, **extra)
     async for output in engine.generate(TokensPrompt(prompt_token_ids=prompt_ids), params, request_id):
         final = output
+        if progress is not None and output.outputs:
+            progress[request_id] = len(output.outputs[0].token_ids)
     return list(final.outputs[0].token_ids) if final and final.outputs else []
 
 
-async def _generate(engine, prompt_ids, max_tokens: int, request_id: str) -> int:
+async def _generate(engine, prompt_ids, max_tokens: int, request_id: str, progress: dict | None = None) -> int:
     """Tokens of one sampled response forced to ``max_tokens`` (``ignore_eos``)."""
-    ids = await _token_ids(engine, prompt_ids, request_id, temperature=1.0, ignore_eos=True, max_tokens=int(max_tokens))
+    ids = await _token_ids(
+        engine, prompt_ids, request_id, progress=progress, temperature=1.0, ignore_eos=True, max_tokens=int(max_tokens)
+    )
     return len(ids)
 
 
-async def repetition(engine, prompts: list[list[int]], rounds: int = 5, requests: int = 32) -> dict:
-    """Repeat detection's cost and saving. Cost: ``requests`` concurrent sampled responses of a
-    forced length (``ignore_eos``, temperature 1: nothing loops on purpose), timed with and without
-    detection in alternating rounds; the median time per generated token of each. Saving: every
-    prompt's greedy response with ``ignore_eos`` up to the model's length, without and with
-    detection (the smoke model repeats itself once past its answer): a response detection stops
-    early loops, and the tokens it saves are counted on those."""
+async def repetition(engine, prompts: list[list[int]], rounds: int = 11, requests: int = 32) -> dict:
+    """Repeat detection's cost and saving. Cost, as a matched pair per round: ``requests``
+    concurrent sampled responses (temperature 1, ``ignore_eos``) with detection, then the same
+    prompts without it, each forced to the length its detected twin reached — equal tokens and
+    equal batch occupancy in both arms, so the time difference is the detector's own (a response
+    detection stopped early would otherwise leave a smaller batch whose fixed per-step cost reads
+    as detection's); the median time per generated token of each arm. Saving: every prompt's
+    greedy response with ``ignore_eos`` up to the model's length, without and with detection (the
+    smoke model repeats itself once past its answer): a response detection stops early loops, and
+    the tokens it saves are counted on those."""
     per_token = {False: [], True: []}
+    stopped = 0
     for _ in range(rounds):
-        for detect in (False, True):
+        chosen = [prompts[i % len(prompts)] for i in range(requests)]
+        lengths: list[int] = []
+        for detect in (True, False):
             start = time.perf_counter()
             responses = await asyncio.gather(
                 *(
                     _token_ids(
                         engine,
-                        prompts[i % len(prompts)],
+                        prompt,
                         uuid.uuid4().hex,
                         detect,
                         temperature=1.0,
                         ignore_eos=True,
-                        max_tokens=MAX_LEN - len(prompts[i % len(prompts)]) - 1,
+                        max_tokens=lengths[i] if lengths else MAX_LEN - len(prompt) - 1,
                     )
-                    for i in range(requests)
+                    for i, prompt in enumerate(chosen)
                 )
             )
             per_token[detect].append((time.perf_counter() - start) / max(1, sum(map(len, responses))))
+            if detect:
+                lengths = [max(1, len(ids)) for ids in responses]
+                stopped += sum(n < MAX_LEN - len(p) - 1 for n, p in zip(lengths, chosen))
     greedy = {}
     for detect in (False, True):
         responses = await asyncio.gather(
@@ -109,6 +125,8 @@ async def repetition(engine, prompts: list[list[int]], rounds: int = 5, requests
         "pattern": REPETITION,
         "per_token_s": {"off": off, "on": on},
         "cost": on / off - 1.0,
+        "cost_rounds": rounds,
+        "sampled_stopped": {"stopped": stopped, "responses": rounds * requests},
         "greedy_responses": len(prompts),
         "looping_responses": len(looping),
         "looping_tokens": {"off": sum(greedy[False][i] for i in looping), "on": sum(greedy[True][i] for i in looping)},
@@ -131,20 +149,40 @@ class _Run:
     def __init__(self, engine, prompt_ids, trace, latency: float) -> None:
         self.engine, self.prompt_ids, self.trace, self.latency = engine, prompt_ids, trace, latency
         self.next_prompt = 0
-        self.generated = 0
+        self.progress: dict[str, int] = {}  # request id -> tokens generated (aborted ones included)
+        self.launched: list[int] = []  # prompt of every group launched, in order
         self.finished_lengths: list[int] = []  # every sample of every group that finished
+        self.finished_valid_lengths: list[int] = []  # ... of the valid ones (dynamic sampling keeps)
         self.trained_lengths: list[int] = []
+        self.valid = trace.group_valid()
+
+    def finished(self, prompt: int, lengths) -> None:
+        self.finished_lengths += [int(n) for n in lengths]
+        if self.valid[prompt]:
+            self.finished_valid_lengths += [int(n) for n in lengths]
+
+    @property
+    def generated(self) -> int:
+        return sum(self.progress.values())
 
     def group(self) -> int:
         index = self.next_prompt % self.trace.n_prompts
         self.next_prompt += 1
+        self.launched.append(index)
         return index
+
+    def length_bias_vs_launched_valid(self) -> float:
+        """Trained samples' mean length ÷ that of every sample of every valid group launched, at its
+        trace length (finished or not): early stopping's own bias, dynamic sampling's left out."""
+        valid = [p for p in self.launched if self.valid[p]]
+        return float(np.mean(self.trained_lengths) / self.trace.lengths[valid].mean())
 
     async def run_group(self, prompt: int, ids: list[str]) -> int:
         lengths = self.trace.lengths[prompt]
-        done = await asyncio.gather(*(_generate(self.engine, self.prompt_ids, n, i) for n, i in zip(lengths, ids)))
-        self.generated += sum(done)
-        self.finished_lengths += [int(n) for n in done]
+        done = await asyncio.gather(
+            *(_generate(self.engine, self.prompt_ids, n, i, self.progress) for n, i in zip(lengths, ids))
+        )
+        self.finished(prompt, done)
         return int(sum(done))
 
     def train(self, prompt: int) -> int:
@@ -270,12 +308,12 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
             run.engine,
             run.prompt_ids + tokens,
             uuid.uuid4().hex,
+            progress=run.progress,
             temperature=1.0,
             ignore_eos=True,
             max_tokens=min(budget, want - len(tokens)),
         )
         tokens += new
-        run.generated += len(new)
         group["open"] -= 1
         state["segments"] -= 1
         if group["open"] == 0:
@@ -283,7 +321,7 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
                 state["rewards"] += 1
                 await asyncio.sleep(run.latency)  # reward once the whole group is complete
                 state["rewards"] -= 1
-                run.finished_lengths += [len(t) for t in group["tokens"]]
+                run.finished(group["prompt"], [len(t) for t in group["tokens"]])
                 stats[0] += bool(valid[group["prompt"]])
                 stats[1] += 1
                 if valid[group["prompt"]]:
@@ -365,6 +403,10 @@ async def main(spec: dict) -> dict:
             "steps": steps,
             "generated_tokens": run.generated,
             "length_bias": float(np.mean(run.trained_lengths) / np.mean(run.finished_lengths)),
+            # early stopping's own share: against the finished samples of valid groups only, and
+            # against every sample of the valid groups launched (trace lengths, finished or not)
+            "length_bias_valid": float(np.mean(run.trained_lengths) / np.mean(run.finished_valid_lengths)),
+            "length_bias_vs_launched_valid": run.length_bias_vs_launched_valid(),
         }
     engine.shutdown()
     return result
