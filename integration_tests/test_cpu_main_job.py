@@ -137,7 +137,10 @@ def test_nemotron_in_reasonrl_colocate_async_keeps_its_in_flight_prompts_across_
     after the first checkpoint and a resume: verl re-issues the prompts its checkpoint holds in
     flight, reasonrl restores their dataset rows, so every group's outcome reaches the sampler."""
     run_dir = tmp_path / "run"
-    total = 2
+    # 3 steps, not 2: colocate_async's second step can take ~1 s here (its batch was generated
+    # during the first), less than the Ctrl-C takes to stop the run — CI once saw the run finish
+    # step 2 first, leaving nothing to resume. Interrupted after step 1 or 2, the test holds.
+    total = 3
     args = train_args(
         "nemotron",
         run_dir,
