@@ -17,7 +17,10 @@ pytestmark = pytest.mark.integration
 def smoke_root(tmp_path_factory):
     from reasonrl.smoke.prepare import prepare
 
-    return prepare(tmp_path_factory.mktemp("assets") / "smoke", dataclasses.replace(TinyModelSpec(), warmup_steps=2))
+    return prepare(
+        tmp_path_factory.mktemp("assets") / "smoke",
+        dataclasses.replace(TinyModelSpec(), warmup_steps=2, warmup_target_accuracy=0),
+    )
 
 
 @pytest.mark.parametrize("recipe", ["mimo", "nemotron", "kimi_k15", "longcat"])

@@ -26,7 +26,11 @@ def tiny_model(tmp_path_factory) -> Path:
     from reasonrl.smoke.model import TinyModelSpec, build_tiny_model
 
     folder = tmp_path_factory.mktemp("tiny_model")
-    build_tiny_model(folder, dataclasses.replace(TinyModelSpec(), warmup_steps=40), make_problems(8, seed=0))
+    build_tiny_model(
+        folder,
+        dataclasses.replace(TinyModelSpec(), warmup_steps=40, warmup_target_accuracy=0),
+        make_problems(8, seed=0),
+    )
     return folder
 
 

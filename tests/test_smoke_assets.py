@@ -56,7 +56,7 @@ def test_saved_tokenizer_reloads_as_verl_and_vllm_load_it(tmp_path):
     """verl and vLLM load the model folder with AutoTokenizer (Qwen2Tokenizer for qwen2)."""
     from transformers import AutoTokenizer
 
-    spec = dataclasses.replace(TinyModelSpec(), warmup_steps=1)
+    spec = dataclasses.replace(TinyModelSpec(), warmup_steps=1, warmup_target_accuracy=0)
     build_tiny_model(tmp_path, spec, make_problems(4, seed=0))
     built, loaded = build_tokenizer(), AutoTokenizer.from_pretrained(tmp_path)
     for text in ["49+49=98", "1 + 2 = 3\n", "\n", "7*8?", "0-9"]:
@@ -68,7 +68,7 @@ def test_saved_tokenizer_reloads_as_verl_and_vllm_load_it(tmp_path):
 
 
 def test_model_build_is_byte_identical(tmp_path):
-    spec = dataclasses.replace(TinyModelSpec(), warmup_steps=3)
+    spec = dataclasses.replace(TinyModelSpec(), warmup_steps=3, warmup_target_accuracy=0)
     problems = make_problems(16, seed=0)
     digests = []
     for name in ("a", "b"):
@@ -87,7 +87,7 @@ def test_prepare_builds_once_and_rebuilds_on_a_new_spec(tmp_path, monkeypatch):
     calls = []
     real = prepare_module.build_tiny_model
     monkeypatch.setattr(prepare_module, "build_tiny_model", lambda *a, **k: calls.append(1) or real(*a, **k))
-    spec = dataclasses.replace(TinyModelSpec(), warmup_steps=2)
+    spec = dataclasses.replace(TinyModelSpec(), warmup_steps=2, warmup_target_accuracy=0)
     root = prepare_module.prepare(tmp_path / "smoke", spec)
     assert (root / "model" / "tokenizer.json").exists()
     assert all((root / "data" / recipe / "train.parquet").exists() for recipe in prepare_module.RECIPES)
@@ -105,7 +105,7 @@ def test_warm_start_never_sees_the_held_out_problems(monkeypatch):
     monkeypatch.setattr(
         model_module, "supervised_batch", lambda pairs, tok: seen.extend(pairs) or real_batch(pairs, tok)
     )
-    spec = dataclasses.replace(TinyModelSpec(), warmup_steps=20, warmup_problems=40)
+    spec = dataclasses.replace(TinyModelSpec(), warmup_steps=20, warmup_problems=40, warmup_target_accuracy=0)
     held_out = set(model_module.warmup_pool(spec, exclude=set())[:30])  # the warm-start pool's own head
     tokenizer = build_tokenizer()
     from transformers import Qwen2ForCausalLM
@@ -115,6 +115,47 @@ def test_warm_start_never_sees_the_held_out_problems(monkeypatch):
     assert len(seen) == 20 * spec.warmup_batch
     assert {form for form in map(prompt_format, seen)} == {"plain", "thinking", "code"}
     assert {p.prompt for p in held_out}.isdisjoint(map(sum_prompt, seen))
+
+
+def test_warm_start_goes_on_until_the_check_set_reaches_its_target(monkeypatch):
+    """Where the accuracy climbs depends on the CPU's float kernels: from warmup_steps on, every
+    WARMUP_CHECK_EVERY steps, the warm start checks a held-apart set and stops at the target or at
+    warmup_max_steps."""
+    from transformers import Qwen2ForCausalLM
+
+    from reasonrl.smoke import model as model_module
+
+    tokenizer = build_tokenizer()
+    exclude = set(make_problems(50, seed=0))
+    checked: list[int] = []
+    accuracies = iter([0.1, 0.3, 0.5, 0.9])
+    real_accuracy = model_module.greedy_accuracy
+
+    def accuracy(model, tok, problems):
+        assert not model.training and len(problems) == model_module.WARMUP_CHECK_PROBLEMS
+        checked.append(len(losses_so_far))
+        real_accuracy(model, tok, problems[:2])  # the real call runs; the value is scripted
+        return next(accuracies)
+
+    losses_so_far: list = []
+    real_batch = model_module.supervised_batch
+    monkeypatch.setattr(model_module, "greedy_accuracy", accuracy)
+    monkeypatch.setattr(
+        model_module, "supervised_batch", lambda pairs, tok: losses_so_far.append(1) or real_batch(pairs, tok)
+    )
+    every = model_module.WARMUP_CHECK_EVERY
+    spec = dataclasses.replace(TinyModelSpec(), warmup_steps=3, warmup_target_accuracy=0.4, warmup_max_steps=500)
+    model = Qwen2ForCausalLM(model_module._config(spec, tokenizer))
+    losses = model_module.warm_start(model, tokenizer, spec, exclude=exclude)
+    assert checked == [3, 3 + every, 3 + 2 * every] and len(losses) == 3 + 2 * every  # 0.1, 0.3, then 0.5
+    capped = dataclasses.replace(spec, warmup_target_accuracy=0.99, warmup_max_steps=3 + every)
+    accuracies, checked[:], losses_so_far[:] = iter([0.1] * 5), [], []
+    assert len(model_module.warm_start(model, tokenizer, capped, exclude=exclude)) == 3 + every
+    assert checked == [3]  # the check at the cap is not needed: training stops there
+    check_set = model_module.warmup_check_set(spec, exclude)
+    pool = model_module.warmup_pool(spec, exclude)
+    assert len(check_set) == model_module.WARMUP_CHECK_PROBLEMS
+    assert set(check_set).isdisjoint(pool) and set(check_set).isdisjoint(exclude)
 
 
 def prompt_format(pair: tuple[str, str]) -> str:
@@ -139,7 +180,9 @@ def test_prepared_splits_are_disjoint_and_unseen_by_the_warm_start(tmp_path, mon
     monkeypatch.setattr(
         model_module, "supervised_batch", lambda pairs, tok: seen.extend(pairs) or real_batch(pairs, tok)
     )
-    root = prepare_module.prepare(tmp_path / "smoke", dataclasses.replace(TinyModelSpec(), warmup_steps=30))
+    root = prepare_module.prepare(
+        tmp_path / "smoke", dataclasses.replace(TinyModelSpec(), warmup_steps=30, warmup_target_accuracy=0)
+    )
 
     def prompts(split: str) -> set[str]:
         frame = pd.read_parquet(root / "data" / "kimi_k15" / f"{split}.parquet")  # plain problems only
