@@ -65,6 +65,15 @@ REAL_SPEC = {
 }
 
 
+def headline_ratios(per_token: dict, validation: dict) -> dict:
+    """seamless/naive and staleness/naive per trained token, and the validation pass's ratio."""
+    return {
+        "seamless_vs_naive": per_token["naive"] / per_token["seamless"],
+        "staleness_vs_naive": per_token["naive"] / per_token["staleness"],
+        "validation_seamless_vs_naive": validation["naive"] / validation["seamless"],
+    }
+
+
 def simulated(steps: int = 6) -> dict:
     trace = long_tail_trace(**MIMO_SCALE)
     engine, run = MIMO_ENGINE, dict(batch_groups=MIMO_BATCH, record_timeline=False)
@@ -80,11 +89,7 @@ def simulated(steps: int = 6) -> dict:
     summaries = {name: result.summary(skip=1) for name, result in runs.items()}
     per_token = {name: s["time_per_trained_token_s"] for name, s in summaries.items()}
     validation = {p: validation_time(p, trace, engine, MIMO_BATCH) for p in ("naive", "seamless")}
-    main_row = {
-        "seamless_vs_naive": per_token["naive"] / per_token["seamless"],
-        "staleness_vs_naive": per_token["naive"] / per_token["staleness"],
-        "validation_seamless_vs_naive": validation["naive"] / validation["seamless"],
-    }
+    main_row = headline_ratios(per_token, validation)
     return {
         "engine": asdict(engine),
         "batch_groups": MIMO_BATCH,
@@ -121,9 +126,7 @@ def sensitivity(trace, steps: int, main_row: dict) -> list[dict]:
                 {
                     "slots_per_engine": slots_per_engine,
                     "reward_workers": workers,
-                    "seamless_vs_naive": per_token["naive"] / per_token["seamless"],
-                    "staleness_vs_naive": per_token["naive"] / per_token["staleness"],
-                    "validation_seamless_vs_naive": validation["naive"] / validation["seamless"],
+                    **headline_ratios(per_token, validation),
                 }
             )
     return rows

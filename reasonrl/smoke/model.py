@@ -97,32 +97,38 @@ def supervised_batch(pairs: list[tuple[str, str]], tokenizer) -> tuple[torch.Ten
     return ids, mask, target
 
 
-def warmup_pool(spec: TinyModelSpec, exclude: set[Problem]) -> list[Problem]:
-    """The warm start's problems: ``spec.warmup_problems`` of those not in ``exclude``."""
-    every = make_problems((spec.max_operand + 1) ** 2, seed=spec.seed + 1, max_operand=spec.max_operand)
-    pool = [p for p in every if p not in exclude][: spec.warmup_problems]
-    if len(pool) < spec.warmup_problems:
-        raise ValueError(f"only {len(pool)} problems left for the warm start, {spec.warmup_problems} asked")
-    return pool
-
-
 WARMUP_CHECK_EVERY = 20
 WARMUP_CHECK_PROBLEMS = 256
 
 
-def warmup_check_set(spec: TinyModelSpec, exclude: set[Problem]) -> list[Problem]:
-    """Problems for the warm start's accuracy check: after the pool, also not in ``exclude``."""
+def warmup_problems(spec: TinyModelSpec, exclude: set[Problem]) -> tuple[list[Problem], list[Problem]]:
+    """The warm start's problems, none in ``exclude``: its training pool (``spec.warmup_problems``)
+    and, after it, the held-apart accuracy check set (up to ``WARMUP_CHECK_PROBLEMS``)."""
     every = make_problems((spec.max_operand + 1) ** 2, seed=spec.seed + 1, max_operand=spec.max_operand)
-    rest = [p for p in every if p not in exclude][spec.warmup_problems :]
-    return rest[:WARMUP_CHECK_PROBLEMS]
+    rest = [p for p in every if p not in exclude]
+    pool = rest[: spec.warmup_problems]
+    if len(pool) < spec.warmup_problems:
+        raise ValueError(f"only {len(pool)} problems left for the warm start, {spec.warmup_problems} asked")
+    return pool, rest[spec.warmup_problems :][:WARMUP_CHECK_PROBLEMS]
+
+
+def warmup_pool(spec: TinyModelSpec, exclude: set[Problem]) -> list[Problem]:
+    """The warm start's training pool (see :func:`warmup_problems`)."""
+    return warmup_problems(spec, exclude)[0]
+
+
+def warmup_check_set(spec: TinyModelSpec, exclude: set[Problem]) -> list[Problem]:
+    """The warm start's accuracy check set (see :func:`warmup_problems`)."""
+    return warmup_problems(spec, exclude)[1]
 
 
 def warm_start(model, tokenizer, spec: TinyModelSpec, exclude: set[Problem]) -> list[float]:
     """Short supervised warm start on problems not in ``exclude``; returns the loss curve (one
     entry per step: ``spec.warmup_steps``, more while the check set's accuracy is below
     ``spec.warmup_target_accuracy``, see :class:`TinyModelSpec`)."""
-    pool = warmup_pool(spec, exclude)
-    check_set = warmup_check_set(spec, exclude) if spec.warmup_target_accuracy > 0 else []
+    pool, check_set = warmup_problems(spec, exclude)
+    if spec.warmup_target_accuracy <= 0:
+        check_set = []
     generator = torch.Generator().manual_seed(spec.seed)
     forms = [form for form, _share in spec.format_mix]
     shares = torch.tensor([share for _form, share in spec.format_mix], dtype=torch.float64)
