@@ -1,12 +1,11 @@
 """``reasonrl bench rollout``: the rollout schedulers compared, in two parts (one command).
 
 - **Real generation** (``bench_real.py``, its own process): vLLM's CPU build on the smoke model,
-  the engine's decode-step time calibrated against the number of active requests first, then
-  naive dynamic sampling, verl's synchronous DAPO, seamless rollout and partial rollout (token
-  budget per iteration, continuation from the tokens so far) on the same long-tail trace (rollout
-  phase only), and repeat detection's cost and saving. The simulator, given the calibrated step
-  time, predicts the same runs (partial aside: its iterations are also cut by time): its error is
-  printed.
+  the engine's decode-step time and the cost of admitting requests calibrated against the number
+  of active requests first, then naive dynamic sampling, verl's synchronous DAPO, seamless rollout
+  and partial rollout (iterations of at most ``token_budget`` decode steps, continuation from the
+  tokens so far) on the same long-tail trace (rollout phase only), and repeat detection's cost and
+  saving. The simulator, given the calibrated costs, predicts the same runs: its error is printed.
 - **Simulator** (``simulator.py``) at MiMo's scale (256 single-GPU engines of 64 slots, 32K max
   tokens, 512 groups × 16 per batch): naive, verl's synchronous DAPO, seamless, partial rollout,
   colocate_async and staleness; a validation pass (naive vs seamless); and how the two ratios the
@@ -152,6 +151,8 @@ def real(spec: dict) -> dict:
         slots=spec["slots"],
         step_a=calibration["step_a"],
         step_b=calibration["step_b"],
+        admit_a=calibration["admit_a"],
+        admit_b=calibration["admit_b"],
         reward_latency=spec["reward_latency"],
         train_c=0.0,
         train_d=0.0,
@@ -163,13 +164,11 @@ def real(spec: dict) -> dict:
         steps = measured[policy]["steps"]
         wall = sum(s["wall_s"] for s in steps)
         trained = sum(s["trained_tokens"] for s in steps)
-        if policy == "partial":  # the simulator cuts an iteration after `budget` decode steps too: not comparable
-            predicted_wall = None
-        else:
-            predicted = simulate(
-                policy, trace, engine, len(steps), batch_groups=spec["batch_groups"], record_timeline=False
-            )
-            predicted_wall = sum(s.wall_s for s in predicted.steps)
+        knobs = {"token_budget": spec["token_budget"]} if policy == "partial" else {}
+        predicted = simulate(
+            policy, trace, engine, len(steps), batch_groups=spec["batch_groups"], record_timeline=False, **knobs
+        )
+        predicted_wall = sum(s.wall_s for s in predicted.steps)
         walls = [s["wall_s"] for s in steps]
         out[policy] = {
             "step_wall_s": [s["wall_s"] for s in steps],
@@ -178,7 +177,7 @@ def real(spec: dict) -> dict:
             "time_per_trained_token_s": wall / max(trained, 1),
             "sample_waste": 1.0 - trained / max(measured[policy]["generated_tokens"], 1),
             "simulated_wall_s": predicted_wall,
-            "simulator_error": None if predicted_wall is None else predicted_wall / wall - 1.0,
+            "simulator_error": predicted_wall / wall - 1.0,
             "step_p99_over_median": float(np.percentile(walls, 99) / np.median(walls)),
             "length_bias": measured[policy]["length_bias"],
             "length_bias_valid": measured[policy]["length_bias_valid"],
@@ -269,10 +268,14 @@ def _run(args: argparse.Namespace) -> int:
         print("real generation (vLLM CPU, smoke model; rollout phase):", flush=True)
         result["real"] = real(REAL_SPEC)
         c = result["real"]["calibration"]
-        print(f"  decode step = {c['step_a'] * 1e3:.2f} ms + {c['step_b'] * 1e3:.3f} ms × active", flush=True)
+        print(
+            f"  decode step = {c['step_a'] * 1e3:.2f} ms + {c['step_b'] * 1e3:.3f} ms × active; admitting k requests "
+            f"at once = {c['admit_a'] * 1e3:.2f} ms + {c['admit_b'] * 1e3:.3f} ms × k",
+            flush=True,
+        )
         for policy in ("naive", "verl_sync", "seamless", "partial"):
             r = result["real"][policy]
-            error = "n/a" if r["simulator_error"] is None else f"{r['simulator_error']:+.1%}"
+            error = f"{r['simulator_error']:+.1%}"
             print(
                 f"  {policy:<9} per trained token {r['time_per_trained_token_s'] * 1e3:7.2f} ms  waste "
                 f"{r['sample_waste']:5.1%}  length bias {r['length_bias']:.3f} (finished valid groups "

@@ -4,16 +4,17 @@ verl's LLM server drives) on the smoke model, responses forced to a trace's leng
 ``reward_latency`` seconds (MiMo's asynchronous reward stands in for the judge).
 
 Runs in its own process (``python -m reasonrl.plugins.rollout.bench_real SPEC_JSON``) and prints
-one JSON line: the engine's calibrated decode-step time and, per policy, the rollout wall time of
-each step and the tokens generated / trained. Training itself is not run (both policies would pay
-the same): ratios are of the rollout phase.
+one JSON line: the engine's calibrated costs (decode step, admitting requests) and, per policy,
+the rollout wall time of each step and the tokens generated / trained. Training itself is not run
+(every policy would pay the same): ratios are of the rollout phase.
 
 Policies: ``verl_sync`` (verl 0.9.1's synchronous DAPO: refill while generating, drain before
 training), ``naive`` (MiMo's baseline — a round of groups to the last token, then rewards in
 series, keep the valid groups, repeat) and ``seamless`` (MiMo §3.4.1 — continuous launching by
 ``tasks_to_launch``, rewards as groups finish, the step stopped by ``fifo_early_termination``,
-requests still in flight aborted), ``partial`` (Kimi §2.6.2 — a per-iteration token budget per
-request, unfinished ones continued from prompt + tokens so far in the next iteration).
+requests still in flight aborted), ``partial`` (Kimi §2.6.2 — iterations of at most a token
+budget of decode steps, unfinished requests stopped and continued from prompt + tokens so far in
+the next iteration; as the simulator's ``partial``).
 
 And repeat detection (Kimi §2.6.2, vLLM's own ``repetition_detection`` with the option's
 pattern sizes): its cost per generated token on non-looping sampled responses, and the tokens it
@@ -40,11 +41,18 @@ REPETITION = {"max_pattern_size": 64, "min_pattern_size": 1, "min_count": 8}
 
 
 async def _token_ids(
-    engine, prompt_ids, request_id: str, detect: bool = False, progress: dict | None = None, **sampling
+    engine,
+    prompt_ids,
+    request_id: str,
+    detect: bool = False,
+    progress: dict | None = None,
+    on_output=None,
+    **sampling,
 ) -> list[int]:
     """One request's generated token ids (``sampling``: vLLM ``SamplingParams`` fields; ``detect``:
     with the option's repeat detection; ``progress``: its token count so far is kept there under
-    the request id, so a request cancelled or aborted midway still counts what it generated)."""
+    the request id, so a request cancelled or aborted midway still counts what it generated;
+    ``on_output``: called with the token ids so far on every streamed output)."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
     from vllm.sampling_params import RepetitionDetectionParams
@@ -56,6 +64,8 @@ async def _token_ids(
         final = output
         if progress is not None and output.outputs:
             progress[request_id] = len(output.outputs[0].token_ids)
+        if on_output is not None and output.outputs:
+            on_output(output.outputs[0].token_ids)
     return list(final.outputs[0].token_ids) if final and final.outputs else []
 
 
@@ -134,15 +144,36 @@ async def repetition(engine, prompts: list[list[int]], rounds: int = 11, request
     }
 
 
-async def calibrate(engine, prompt_ids, sizes=(1, 4, 16, 32), tokens: int = 32) -> dict:
-    """Decode-step time against the number of active requests: ``a + b·n`` (least squares)."""
-    times = []
-    for n in sizes:
-        start = time.perf_counter()
-        await asyncio.gather(*(_generate(engine, prompt_ids, tokens, uuid.uuid4().hex) for _ in range(n)))
-        times.append((time.perf_counter() - start) / tokens)
-    b, a = np.polyfit(np.array(sizes, dtype=float), np.array(times), 1)
-    return {"sizes": list(sizes), "step_s": times, "step_a": float(max(a, 1e-5)), "step_b": float(max(b, 0.0))}
+async def calibrate(engine, prompt_ids, sizes=(1, 4, 16, 32), lengths=(4, 36), repeats: int = 3) -> dict:
+    """Engine costs from ``n`` concurrent requests of ``T`` tokens started on an idle engine (median
+    of ``repeats``, after a warm-up): ``t(n, T) = admit(n) + T·step(n)``, two lengths per size
+    separate them; then least squares ``step(n) = a + b·n`` (decode step) and ``admit(n) = c + d·n``
+    (starting ``n`` requests from idle: input processing and prefill, beyond a decode step)."""
+    await asyncio.gather(*(_generate(engine, prompt_ids, lengths[-1], uuid.uuid4().hex) for _ in range(max(sizes))))
+    times = np.zeros((len(sizes), len(lengths)))
+    for i, n in enumerate(sizes):
+        for j, tokens in enumerate(lengths):
+            runs = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                await asyncio.gather(*(_generate(engine, prompt_ids, tokens, uuid.uuid4().hex) for _ in range(n)))
+                runs.append(time.perf_counter() - start)
+            times[i, j] = float(np.median(runs))
+    (short, long_), n = lengths, np.array(sizes, dtype=float)
+    step = (times[:, 1] - times[:, 0]) / (long_ - short)
+    admit = times[:, 0] - short * step
+    b, a = np.polyfit(n, step, 1)
+    d, c = np.polyfit(n, admit, 1)
+    return {
+        "sizes": list(sizes),
+        "lengths": list(lengths),
+        "step_s": step.tolist(),
+        "admit_s": admit.tolist(),
+        "step_a": float(max(a, 1e-5)),
+        "step_b": float(max(b, 0.0)),
+        "admit_a": float(max(c, 0.0)),
+        "admit_b": float(max(d, 0.0)),
+    }
 
 
 class _Run:
@@ -286,46 +317,69 @@ async def seamless_step(run: _Run, batch: int, slots: int, stats: list[int]) -> 
 
 
 async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: list[int], carry: dict) -> dict:
-    """One iteration of Kimi's partial rollout (§2.6.2): each request writes at most ``budget``
-    tokens per iteration; one that reaches it unfinished is saved with its tokens so far and
-    continues first in the next iteration (prompt + tokens so far); free slots take new groups
-    while the batch is short (``tasks_to_launch`` with no active credit); once ``batch`` valid
-    groups are complete no new group starts and the segments in flight end (each within its
-    budget). Trains ``batch`` complete valid groups (the rest carry over, as do the saved ones:
-    ``carry``). Unlike the simulator's ``partial``, an iteration is not also cut after ``budget``
-    decode steps: it ends when its batch is complete (Kimi's wording)."""
+    """One training step of Kimi's partial rollout (§2.6.2), as the simulator's ``partial`` runs
+    it: an iteration lasts at most ``budget`` decode steps, so a request writes at most ``budget``
+    tokens in it; saved trajectories continue first (prompt + tokens so far), free slots take new
+    groups while the batch is short (``tasks_to_launch`` with no active credit). The iteration
+    ends once ``batch`` valid groups are complete, or its decode steps reach ``budget``, or nothing
+    is left to do; every request still in flight is then stopped and saved with its tokens (the
+    next iteration continues it under the newer policy). An iteration with no complete valid group
+    goes on without an update. Trains at most ``batch`` complete valid groups (the rest carry over,
+    as do saved trajectories and rewards still in flight: ``carry``).
+
+    Decode steps are counted from the stream: a segment launched when the iteration had run
+    ``c`` steps holds ``c + n`` after its ``n``-th token (continuous batching admits a request at
+    the next step), the iteration's count is the largest such value."""
     start = time.perf_counter()
     valid = run.trace.group_valid()
     ready: list[int] = carry.setdefault("ready", [])
     saved: list[dict] = carry.setdefault("saved", [])
-    wake = asyncio.Event()
-    state = {"segments": 0, "rewards": 0}
+    wake = carry.setdefault("wake", asyncio.Event())  # rewards in flight outlive the step
+    carry.setdefault("rewards", 0)
+    state: dict = {}
+
+    async def reward(group: dict) -> None:
+        carry["rewards"] += 1
+        await asyncio.sleep(run.latency)  # reward once the whole group is complete
+        carry["rewards"] -= 1
+        run.finished(group["prompt"], [len(t) for t in group["tokens"]])
+        stats[0] += bool(valid[group["prompt"]])
+        stats[1] += 1
+        if valid[group["prompt"]]:
+            ready.append(group["prompt"])
+        wake.set()
 
     async def segment(group: dict, sample: int) -> None:
         want = int(run.trace.lengths[group["prompt"]][sample])
-        tokens = group["tokens"][sample]
-        new = await _token_ids(
-            run.engine,
-            run.prompt_ids + tokens,
-            uuid.uuid4().hex,
-            progress=run.progress,
-            temperature=1.0,
-            ignore_eos=True,
-            max_tokens=min(budget, want - len(tokens)),
-        )
-        tokens += new
+        tokens, launched_at, streamed, request_id = group["tokens"][sample], state["clock"], [], uuid.uuid4().hex
+        state["requests"].add(request_id)
+
+        def seen(ids) -> None:
+            streamed[:] = ids
+            state["clock"] = max(state["clock"], launched_at + len(ids))
+            if state["clock"] >= budget:
+                wake.set()
+
+        try:
+            await _token_ids(
+                run.engine,
+                run.prompt_ids + tokens,
+                request_id,
+                progress=run.progress,
+                on_output=seen,
+                temperature=1.0,
+                ignore_eos=True,
+                max_tokens=min(budget, want - len(tokens)),
+            )
+        finally:  # finished, or stopped at the iteration's end: the tokens it wrote are kept
+            tokens += streamed
+            state["requests"].discard(request_id)
         group["open"] -= 1
         state["segments"] -= 1
         if group["open"] == 0:
+            state["groups"].pop(id(group))
             if all(len(t) >= int(n) for t, n in zip(group["tokens"], run.trace.lengths[group["prompt"]])):
-                state["rewards"] += 1
-                await asyncio.sleep(run.latency)  # reward once the whole group is complete
-                state["rewards"] -= 1
-                run.finished(group["prompt"], [len(t) for t in group["tokens"]])
-                stats[0] += bool(valid[group["prompt"]])
-                stats[1] += 1
-                if valid[group["prompt"]]:
-                    ready.append(group["prompt"])
+                background.append(asyncio.create_task(reward(group)))
             else:
                 saved.append(group)
         wake.set()
@@ -335,11 +389,13 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
         unfinished = [i for i, t in enumerate(group["tokens"]) if len(t) < int(lengths[i])]
         group["open"] = len(unfinished)
         state["segments"] += len(unfinished)
+        state["groups"][id(group)] = group
         for i in unfinished:
-            tasks.append(asyncio.create_task(segment(group, i)))
+            state["tasks"].append(asyncio.create_task(segment(group, i)))
 
-    tasks: list = []
-    while True:  # iterations; one in which nothing completes goes on
+    background: list = carry.setdefault("background", [])
+    while True:  # iterations of at most `budget` decode steps
+        state.update(clock=0, segments=0, groups={}, tasks=[], requests=set())
         waiting, saved[:] = list(saved), []
         for group in waiting:  # saved trajectories first
             send(group)
@@ -347,14 +403,25 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
             if len(ready) < batch:
                 free = max(0, slots - state["segments"]) // run.trace.group_size
                 for _ in range(tasks_to_launch(batch - len(ready), 0, valid_rate_estimate(*stats), free)):
-                    prompt = run.group()
-                    send({"prompt": prompt, "tokens": [[] for _ in range(run.trace.group_size)]})
-            if state["segments"] == 0 and state["rewards"] == 0:
+                    send({"prompt": run.group(), "tokens": [[] for _ in range(run.trace.group_size)]})
+            idle = state["segments"] == 0 and carry["rewards"] == 0
+            if len(ready) >= batch or state["clock"] >= budget or idle:
                 break
             wake.clear()
             await wake.wait()
+        if state["requests"]:  # the iteration is over: in-flight requests stop (one abort call, as
+            await run.engine.abort(list(state["requests"]))  # verl's pause does), their tokens kept
+        stopped = [task for task in state["tasks"] if not task.done()]
+        for task in stopped:
+            task.cancel()
+        await asyncio.gather(*stopped, return_exceptions=True)
+        for task in state["tasks"]:
+            if task not in stopped and task.exception() is not None:
+                raise task.exception()
+        saved += state["groups"].values()  # groups with a request stopped midway
         if ready:
             break
+    background[:] = [task for task in background if not task.done()]
     trained = ready[:batch]
     del ready[:batch]
     tokens = sum(run.train(prompt) for prompt in trained)

@@ -35,12 +35,19 @@ class EngineModel:
     train_d: float = 2e-5
     sync_time: float = 5.0
     gen_share: float = 0.5  # staleness mode: share of the devices that generate
+    #: admitting requests (input processing, prefill) holds an engine's decoding: ``admit_b`` s per
+    #: request joining it, plus ``admit_a`` s when the engine had nothing in flight (its start-up:
+    #: scheduling from idle, a prefill-only step); 0: not modelled
+    admit_a: float = 0.0
+    admit_b: float = 0.0
 
     def __post_init__(self) -> None:
         if self.engines < 1 or self.slots % self.engines:
             raise ValueError(f"slots ({self.slots}) must split evenly over engines ({self.engines})")
         if self.reward_workers is not None and self.reward_workers < 1:
             raise ValueError(f"reward_workers must be >= 1 or None, got {self.reward_workers}")
+        if self.admit_a < 0 or self.admit_b < 0:
+            raise ValueError(f"admit_a and admit_b must be >= 0, got {self.admit_a}, {self.admit_b}")
 
     def step_time(self, active: int) -> float:
         return self.step_a + self.step_b * active
@@ -183,13 +190,26 @@ class _Engine:
     """``engines`` data-parallel engines of ``slots // engines`` concurrent requests each, one FIFO
     queue, event-to-event decoding. Each engine decodes at its own pace (``step_a + step_b·n`` s per
     decode step with ``n`` of its requests active). A queued request takes a free slot on the engine
-    with the most free slots, or only on its own engine if it is pinned (``_Request.engine``)."""
+    with the most free slots, or only on its own engine if it is pinned (``_Request.engine``).
+    Admitting ``k`` requests at once holds that engine's decoding for ``admit_b·k`` s, plus
+    ``admit_a`` s if it had nothing in flight (the engine counts as busy meanwhile)."""
 
-    def __init__(self, slots: int, step_a: float, step_b: float, timeline: list | None, engines: int = 1) -> None:
+    def __init__(
+        self,
+        slots: int,
+        step_a: float,
+        step_b: float,
+        timeline: list | None,
+        engines: int = 1,
+        admit_a: float = 0.0,
+        admit_b: float = 0.0,
+    ) -> None:
         if engines < 1 or slots % engines:
             raise ValueError(f"slots ({slots}) must split evenly over engines ({engines})")
         self.slots, self.engines, self.per_engine = slots, engines, slots // engines
         self.step_a, self.step_b, self.timeline = step_a, step_b, timeline
+        self.admit_a, self.admit_b = admit_a, admit_b
+        self.hold = np.zeros(engines)  # seconds each engine still spends admitting before it decodes
         self.time = 0.0
         self.version = 0
         self.budget: int | None = None
@@ -235,6 +255,7 @@ class _Engine:
         if not self.queue or not room.any():
             return
         waiting: deque[_Request] = deque()  # pinned requests whose engine is full
+        joined, was_idle = np.zeros(self.engines), self.n_free == self.per_engine
         while self.queue:
             req = self.queue.popleft()
             engine = req.engine if req.engine >= 0 else int(np.argmax(room))
@@ -244,6 +265,7 @@ class _Engine:
                     break
                 continue
             room[engine] -= 1
+            joined[engine] += 1
             self.n_free[engine] -= 1
             slot = self.free[engine].pop()
             left = req.length - req.done
@@ -254,6 +276,8 @@ class _Engine:
             self.rem[slot], self.occupant[slot], req.slot = req.target, req, slot
         waiting.extend(self.queue)
         self.queue = waiting
+        if self.admit_a or self.admit_b:
+            self.hold += np.where(joined > 0, self.admit_a * was_idle + self.admit_b * joined, 0.0)
 
     def advance(self, until: float = math.inf) -> list[_Request]:
         """Decode to the next segment end, to ``until`` or to a step limit, whichever is first;
@@ -264,21 +288,26 @@ class _Engine:
                 self.time = max(self.time, until)
             return []
         active = self.per_engine - self.n_free
-        moving = (active > 0) & (self.decode_steps < self.step_limit)
-        if not moving.any():
+        self.hold[active == 0] = 0.0  # requests stopped before they were admitted: nothing to finish
+        working = (active > 0) & (self.decode_steps < self.step_limit)
+        holding = working & (self.hold > 0)  # admitting: busy, not decoding yet
+        moving = working & ~holding
+        if not working.any():
             return []  # every engine with work is at its step limit
         step = self.step_a + self.step_b * active  # seconds per decode step, per engine
         pace = np.where(moving, step, np.inf)  # an engine at its step limit does not move
         t_end = float((self.rem * pace[self.slot_engine]).min())  # free slots: inf
         t_limit = float(np.where(moving, (self.step_limit - self.decode_steps) * step, np.inf).min())
+        t_hold = float(np.where(holding, self.hold, np.inf).min())
         t_until = until - self.time
-        dt = max(0.0, min(t_end, t_limit, t_until))
+        dt = max(0.0, min(t_end, t_limit, t_hold, t_until))
         k = dt / pace  # decode steps per engine (0 where it does not move)
         self.rem -= k[self.slot_engine]
         self.decode_steps += k
-        self.time = until if dt == t_until < min(t_end, t_limit) else self.time + dt
-        self.busy += dt * int(moving.sum()) / self.engines
-        self.slot_busy += dt * int(active[moving].sum()) / self.slots
+        self.hold = np.where(holding, np.maximum(self.hold - dt, 0.0), self.hold)
+        self.time = until if dt == t_until < min(t_end, t_limit, t_hold) else self.time + dt
+        self.busy += dt * int(working.sum()) / self.engines
+        self.slot_busy += dt * int(active[working].sum()) / self.slots
         self.tokens += float((k * active).sum())
         if dt < t_end:
             return []
@@ -338,7 +367,7 @@ class _Sim:
         if slots < self.G:
             raise ValueError(f"{slots} slots cannot hold a group of {self.G}")
         self.timeline: list[RequestEvent] | None = [] if timeline else None
-        self.engine = _Engine(slots, model.step_a, step_b, self.timeline, engines)
+        self.engine = _Engine(slots, model.step_a, step_b, self.timeline, engines, model.admit_a, model.admit_b)
         self.trace_valid = trace.group_valid()
         self.rewards: list[tuple[float, int, _Group]] = []  # heap of (ready time, gid, group)
         self.async_rewards = True

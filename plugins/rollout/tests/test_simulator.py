@@ -17,6 +17,7 @@ from reasonrl.plugins.rollout.trace import Trace, long_tail_trace
 
 MODEL = EngineModel(slots=256, step_a=0.02, step_b=6e-5, reward_latency=2.0, train_c=20.0, train_d=2e-5, sync_time=5.0)
 MULTI = replace(MODEL, engines=16, step_a=0.04, reward_workers=64)  # 16 data-parallel engines of 16 slots
+ADMIT = replace(MULTI, admit_a=0.5, admit_b=0.01)  # ... each held while it admits requests
 KNOBS = {"partial": {"token_budget": 4096}, "staleness": {"staleness": 1}}
 
 
@@ -33,6 +34,11 @@ def runs(trace) -> dict:
 @pytest.fixture(scope="module")
 def multi_runs(trace) -> dict:
     return {p: simulate(p, trace, MULTI, steps=6, batch_groups=32, **KNOBS.get(p, {})) for p in POLICIES}
+
+
+@pytest.fixture(scope="module")
+def admit_runs(trace) -> dict:
+    return {p: simulate(p, trace, ADMIT, steps=6, batch_groups=32, **KNOBS.get(p, {})) for p in POLICIES}
 
 
 # ----------------------------------------------------------------------------------------- trace
@@ -118,8 +124,27 @@ def test_requests_go_to_the_engine_with_most_free_slots():
     assert validation_time("naive", t, replace(m, reward_workers=1), 1) == pytest.approx(23 + 2 * 5)
     with pytest.raises(ValueError, match="split evenly"):
         EngineModel(slots=5, engines=2)
+    with pytest.raises(ValueError, match="admit_a"):
+        EngineModel(admit_b=-1.0)
     with pytest.raises(ValueError, match="reward_workers"):
         EngineModel(reward_workers=0)
+
+
+def test_admitting_requests_holds_their_engine_by_hand():
+    t = Trace(np.array([[10, 20]]), np.array([[1, 0]]))
+    m = EngineModel(slots=4, engines=2, step_a=1.0, step_b=0.0, reward_latency=5.0, admit_a=2.0, admit_b=0.5)
+    # naive: both requests join engine 0 at once (held 2 + 0.5·2 s), then 20 decode steps, rewards
+    assert validation_time("naive", t, m, 1) == pytest.approx(3 + 20 + 5)
+    # seamless: one request per engine (each held 2.5 s), the longer one 20 steps, its reward
+    assert validation_time("seamless", t, m, 1) == pytest.approx(2.5 + 20 + 5)
+    # a held engine is busy (MiMo's idle ratio counts it as working)
+    step = simulate("naive", t, replace(m, engines=1, slots=2), steps=1, batch_groups=1).steps[0]
+    assert step.gen_busy_s == pytest.approx(3 + 20)
+    # joining an engine that is decoding costs only the per-request part: on 2 slots, requests
+    # 10 and 20 start together (3 s); at 13 s a 5 joins (0.5 s), ends at 18.5 s; the last 5 joins
+    # (0.5 s) beside the 20's last 5 steps: both end at 24 s; then the rewards
+    two = Trace(np.array([[10, 20], [5, 5]]), np.array([[1, 0], [1, 0]]))
+    assert validation_time("naive", two, replace(m, engines=1, slots=2), 2) == pytest.approx(24 + 5)
 
 
 def test_partial_budget_holds_on_every_engine(multi_runs):
@@ -219,9 +244,13 @@ OUTCOMES = {  # how each policy's requests may leave the engine
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-@pytest.mark.parametrize("model", ["one engine", "16 engines"])
-def test_tokens_add_up_and_slots_are_respected(runs, multi_runs, policy, model):
-    result, m = (runs[policy], MODEL) if model == "one engine" else (multi_runs[policy], MULTI)
+@pytest.mark.parametrize("model", ["one engine", "16 engines", "16 engines, admission held"])
+def test_tokens_add_up_and_slots_are_respected(runs, multi_runs, admit_runs, policy, model):
+    result, m = {
+        "one engine": (runs[policy], MODEL),
+        "16 engines": (multi_runs[policy], MULTI),
+        "16 engines, admission held": (admit_runs[policy], ADMIT),
+    }[model]
     spent = sum(s.trained_tokens + s.aborted_tokens + s.discarded_tokens + s.invalid_tokens for s in result.steps)
     assert spent + result.pending_tokens == pytest.approx(result.generated_tokens, rel=1e-9)
     assert sum(s.generated_tokens for s in result.steps) <= result.generated_tokens * (1 + 1e-12)
