@@ -334,14 +334,12 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
     valid = run.trace.group_valid()
     ready: list[int] = carry.setdefault("ready", [])
     saved: list[dict] = carry.setdefault("saved", [])
-    wake = carry.setdefault("wake", asyncio.Event())  # rewards in flight outlive the step
-    carry.setdefault("rewards", 0)
+    wake = carry.setdefault("wake", asyncio.Event())  # rewards in flight outlive the step ...
+    rewards: list = carry.setdefault("rewards", [])  # ... as tasks
     state: dict = {}
 
     async def reward(group: dict) -> None:
-        carry["rewards"] += 1
         await asyncio.sleep(run.latency)  # reward once the whole group is complete
-        carry["rewards"] -= 1
         run.finished(group["prompt"], [len(t) for t in group["tokens"]])
         stats[0] += bool(valid[group["prompt"]])
         stats[1] += 1
@@ -379,7 +377,7 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
         if group["open"] == 0:
             state["groups"].pop(id(group))
             if all(len(t) >= int(n) for t, n in zip(group["tokens"], run.trace.lengths[group["prompt"]])):
-                background.append(asyncio.create_task(reward(group)))
+                rewards.append(asyncio.create_task(reward(group)))
             else:
                 saved.append(group)
         wake.set()
@@ -393,7 +391,6 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
         for i in unfinished:
             state["tasks"].append(asyncio.create_task(segment(group, i)))
 
-    background: list = carry.setdefault("background", [])
     while True:  # iterations of at most `budget` decode steps
         state.update(clock=0, segments=0, groups={}, tasks=[], requests=set())
         waiting, saved[:] = list(saved), []
@@ -404,7 +401,7 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
                 free = max(0, slots - state["segments"]) // run.trace.group_size
                 for _ in range(tasks_to_launch(batch - len(ready), 0, valid_rate_estimate(*stats), free)):
                     send({"prompt": run.group(), "tokens": [[] for _ in range(run.trace.group_size)]})
-            idle = state["segments"] == 0 and carry["rewards"] == 0
+            idle = state["segments"] == 0 and all(task.done() for task in rewards)
             if len(ready) >= batch or state["clock"] >= budget or idle:
                 break
             wake.clear()
@@ -421,7 +418,7 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
         saved += state["groups"].values()  # groups with a request stopped midway
         if ready:
             break
-    background[:] = [task for task in background if not task.done()]
+    rewards[:] = [task for task in rewards if not task.done()]
     trained = ready[:batch]
     del ready[:batch]
     tokens = sum(run.train(prompt) for prompt in trained)
