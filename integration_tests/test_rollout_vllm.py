@@ -6,7 +6,9 @@
 - a generation cut into token-budget segments and continued from prompt + tokens so far
   (``PartialTrajectory.continuation_request``) equals the uninterrupted one (greedy, same policy);
 - verl 0.9.1's abort call works on vLLM 0.32 with patch ``vllm-pause-generation-mode``; vLLM's own
-  method (the patch's ``__wrapped__``) raises TypeError on it (why the patch exists).
+  method (the patch's ``__wrapped__``) raises TypeError on it (why the patch exists);
+- ``reasonrl bench rollout``'s real step schedules run on the engine, and a request the engine
+  refuses fails the step instead of hanging it.
 """
 
 from __future__ import annotations
@@ -48,3 +50,11 @@ def test_repeat_detection_partial_continuation_and_verls_abort_on_vllm_cpu():
     # ... and with it verl's call aborts the in-flight request, and the engine generates after resume
     assert result["abort"] == "abort"
     assert result["after_resume"] == "length"
+    # the real bench's schedules: every step trains, nothing is trained that was not generated
+    for policy, run in result["bench"].items():
+        assert len(run["trained"]) == 3 and min(run["trained"]) > 0, policy
+        assert run["generated"] >= sum(run["trained"]), policy
+    assert min(result["bench"]["partial"]["iterations"]) >= 1
+    # a refused request surfaces from seamless and partial steps (it used to hang seamless)
+    for policy, outcome in result["bench_failure"].items():
+        assert "maximum context length is 64 tokens" in outcome, (policy, outcome)

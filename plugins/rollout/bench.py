@@ -1,11 +1,12 @@
 """``reasonrl bench rollout``: the rollout schedulers compared, in two parts (one command).
 
 - **Real generation** (``bench_real.py``, its own process): vLLM's CPU build on the smoke model,
-  the engine's decode-step time and the cost of admitting requests calibrated against the number
-  of active requests first, then naive dynamic sampling, verl's synchronous DAPO, seamless rollout
-  and partial rollout (iterations of at most ``token_budget`` decode steps, continuation from the
-  tokens so far) on the same long-tail trace (rollout phase only), and repeat detection's cost and
-  saving. The simulator, given the calibrated costs, predicts the same runs: its error is printed.
+  naive dynamic sampling, verl's synchronous DAPO, seamless rollout and partial rollout
+  (iterations of at most ``token_budget`` decode steps, continuation from the tokens so far) on the
+  same long-tail trace (rollout phase only), and repeat detection's cost and saving. The engine's
+  decode-step time and the cost of admitting requests are calibrated against the number of active
+  requests before each policy and after the last; the simulator, given the two calibrations that
+  bracket a policy's run, predicts it: its error is printed.
 - **Simulator** (``simulator.py``) at MiMo's scale (256 single-GPU engines of 64 slots, 32K max
   tokens, 512 groups × 16 per batch): naive, verl's synchronous DAPO, seamless, partial rollout,
   colocate_async and staleness; a validation pass (naive vs seamless); and how the two ratios the
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from reasonrl.contracts import CliCommand
+from reasonrl.plugins.rollout.bench_real import REAL_POLICIES
 from reasonrl.plugins.rollout.simulator import EngineModel, simulate, validation_time
 from reasonrl.plugins.rollout.trace import long_tail_trace
 
@@ -131,6 +133,12 @@ def sensitivity(trace, steps: int, main_row: dict) -> list[dict]:
     return rows
 
 
+def bracketed(before: dict, after: dict) -> dict:
+    """The engine's costs during a run: the mean of the calibrations made just before and just after it."""
+    keys = ("step_a", "step_b", "admit_a", "admit_b")
+    return {key: (before[key] + after[key]) / 2 for key in keys}
+
+
 def real(spec: dict) -> dict:
     """Run ``bench_real.py`` in a fresh process; then the simulator's prediction of the same runs."""
     from reasonrl.smoke.prepare import default_root, ensure
@@ -146,21 +154,22 @@ def real(spec: dict) -> dict:
     if done.returncode != 0:
         raise RuntimeError(f"real-generation bench failed:\n{done.stderr[-3000:]}")
     measured = json.loads(done.stdout.strip().splitlines()[-1])
-    calibration = measured["calibration"]
-    engine = EngineModel(
-        slots=spec["slots"],
-        step_a=calibration["step_a"],
-        step_b=calibration["step_b"],
-        admit_a=calibration["admit_a"],
-        admit_b=calibration["admit_b"],
-        reward_latency=spec["reward_latency"],
-        train_c=0.0,
-        train_d=0.0,
-        sync_time=0.0,
-    )
+    calibrations = measured["calibrations"]  # before each policy, and after the last
     trace = long_tail_trace(**spec["trace"])
-    out = {"calibration": calibration, "spec": spec}
-    for policy in ("naive", "verl_sync", "seamless", "partial"):
+    out = {"calibration": bracketed(calibrations[0], calibrations[-1]), "calibrations": calibrations, "spec": spec}
+    for index, policy in enumerate(REAL_POLICIES):
+        calibration = bracketed(calibrations[index], calibrations[index + 1])
+        engine = EngineModel(
+            slots=spec["slots"],
+            step_a=calibration["step_a"],
+            step_b=calibration["step_b"],
+            admit_a=calibration["admit_a"],
+            admit_b=calibration["admit_b"],
+            reward_latency=spec["reward_latency"],
+            train_c=0.0,
+            train_d=0.0,
+            sync_time=0.0,
+        )
         steps = measured[policy]["steps"]
         wall = sum(s["wall_s"] for s in steps)
         trained = sum(s["trained_tokens"] for s in steps)
@@ -179,16 +188,20 @@ def real(spec: dict) -> dict:
             "simulated_wall_s": predicted_wall,
             "simulator_error": predicted_wall / wall - 1.0,
             "step_p99_over_median": float(np.percentile(walls, 99) / np.median(walls)),
+            "calibration": calibration,
             "length_bias": measured[policy]["length_bias"],
             "length_bias_valid": measured[policy]["length_bias_valid"],
             "length_bias_vs_launched_valid": measured[policy]["length_bias_vs_launched_valid"],
+            "reward_bias": measured[policy]["reward_bias"],
         }
-    policies = ("naive", "verl_sync", "seamless", "partial")
-    per_token = {policy: out[policy]["time_per_trained_token_s"] for policy in policies}
+    iterations = [t for step in measured["partial"]["steps"] for t in step["iterations_s"]]
+    out["partial"]["iterations"] = len(iterations)
+    out["partial"]["iteration_p99_over_median"] = float(np.percentile(iterations, 99) / np.median(iterations))
+    per_token = {policy: out[policy]["time_per_trained_token_s"] for policy in REAL_POLICIES}
     out["seamless_vs_naive"] = per_token["naive"] / per_token["seamless"]
     out["seamless_vs_verl_sync"] = per_token["verl_sync"] / per_token["seamless"]
     out["partial_vs_verl_sync"] = per_token["verl_sync"] / per_token["partial"]
-    out["sample_waste"] = {policy: out[policy]["sample_waste"] for policy in policies}
+    out["sample_waste"] = {policy: out[policy]["sample_waste"] for policy in REAL_POLICIES}
     out["length_bias"] = {"seamless": out["seamless"]["length_bias"], "partial": out["partial"]["length_bias"]}
     out["repetition"] = measured["repetition"]
     return out
@@ -267,29 +280,38 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print("real generation (vLLM CPU, smoke model; rollout phase):", flush=True)
         result["real"] = real(REAL_SPEC)
-        c = result["real"]["calibration"]
-        print(
-            f"  decode step = {c['step_a'] * 1e3:.2f} ms + {c['step_b'] * 1e3:.3f} ms × active; admitting k requests "
-            f"at once = {c['admit_a'] * 1e3:.2f} ms + {c['admit_b'] * 1e3:.3f} ms × k",
-            flush=True,
-        )
-        for policy in ("naive", "verl_sync", "seamless", "partial"):
+        for index, c in enumerate(result["real"]["calibrations"]):
+            when = "after the last policy" if index == len(REAL_POLICIES) else f"before {REAL_POLICIES[index]}"
+            print(
+                f"  calibrated {when}: decode step = {c['step_a'] * 1e3:.2f} ms + {c['step_b'] * 1e3:.3f} ms × "
+                f"active; admitting k requests at once = {c['admit_a'] * 1e3:.2f} ms + {c['admit_b'] * 1e3:.3f} ms × k",
+                flush=True,
+            )
+        for policy in REAL_POLICIES:
             r = result["real"][policy]
             error = f"{r['simulator_error']:+.1%}"
             print(
                 f"  {policy:<9} per trained token {r['time_per_trained_token_s'] * 1e3:7.2f} ms  waste "
                 f"{r['sample_waste']:5.1%}  length bias {r['length_bias']:.3f} (finished valid groups "
                 f"{r['length_bias_valid']:.3f}, launched valid groups {r['length_bias_vs_launched_valid']:.3f})  "
+                f"reward bias {r['reward_bias']:.3f}  "
                 f"step p99/median "
                 f"{r['step_p99_over_median']:.2f}  simulator error {error}",
                 flush=True,
             )
+        partial = result["real"]["partial"]
+        print(
+            f"  partial iterations (at most {REAL_SPEC['token_budget']} decode steps): {partial['iterations']}, "
+            f"p99/median {partial['iteration_p99_over_median']:.2f}",
+            flush=True,
+        )
         for key in ("seamless_vs_naive", "seamless_vs_verl_sync", "partial_vs_verl_sync"):
             print(f"  {key}: {result['real'][key]:.2f}x", flush=True)
         rep = result["real"]["repetition"]
         print(
-            f"  repeat detection: cost per generated token {rep['cost']:+.1%} (matched lengths, "
-            f"{rep['sampled_stopped']['stopped']}/{rep['sampled_stopped']['responses']} sampled responses stopped) "
+            f"  repeat detection: cost per generated token {rep['cost']:+.1%} (matched lengths and seeds, each arm "
+            f"first and second, {rep['sampled_stopped']['stopped']}/{rep['sampled_stopped']['responses']} sampled "
+            f"responses stopped, {rep['replayed_equal']['equal']}/{rep['replayed_equal']['responses']} replayed alike) "
             f"({rep['per_token_s']['off'] * 1e3:.2f} -> {rep['per_token_s']['on'] * 1e3:.2f} ms); greedy "
             f"responses looping {rep['looping_responses']}/{rep['greedy_responses']}, their tokens "
             f"{rep['looping_tokens']['off']} -> {rep['looping_tokens']['on']} (all greedy tokens "

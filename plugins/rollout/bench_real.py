@@ -4,8 +4,9 @@ verl's LLM server drives) on the smoke model, responses forced to a trace's leng
 ``reward_latency`` seconds (MiMo's asynchronous reward stands in for the judge).
 
 Runs in its own process (``python -m reasonrl.plugins.rollout.bench_real SPEC_JSON``) and prints
-one JSON line: the engine's calibrated costs (decode step, admitting requests) and, per policy,
-the rollout wall time of each step and the tokens generated / trained. Training itself is not run
+one JSON line: the engine's calibrated costs (decode step, admitting requests), measured before
+every policy and after the last, and, per policy, the rollout wall time of each step (partial:
+of each iteration too) and the tokens generated / trained. Training itself is not run
 (every policy would pay the same): ratios are of the rollout phase.
 
 Policies: ``verl_sync`` (verl 0.9.1's synchronous DAPO: refill while generating, drain before
@@ -36,6 +37,8 @@ from reasonrl.plugins.rollout.seamless import fifo_early_termination, tasks_to_l
 from reasonrl.plugins.rollout.trace import long_tail_trace
 
 MAX_LEN = 64  # the smoke model's positions
+#: the policies, in the order they run (the engine calibrated before each and after the last)
+REAL_POLICIES = ("naive", "verl_sync", "seamless", "partial")
 #: +reasonrl/rollout=repeat_detection's pattern sizes (hydra_configs/reasonrl/rollout/repeat_detection.yaml)
 REPETITION = {"max_pattern_size": 64, "min_pattern_size": 1, "min_count": 8}
 
@@ -77,41 +80,51 @@ async def _generate(engine, prompt_ids, max_tokens: int, request_id: str, progre
     return len(ids)
 
 
-async def repetition(engine, prompts: list[list[int]], rounds: int = 11, requests: int = 32) -> dict:
-    """Repeat detection's cost and saving. Cost, as a matched pair per round: ``requests``
-    concurrent sampled responses (temperature 1, ``ignore_eos``) with detection, then the same
-    prompts without it, each forced to the length its detected twin reached — equal tokens and
-    equal batch occupancy in both arms, so the time difference is the detector's own (a response
-    detection stopped early would otherwise leave a smaller batch whose fixed per-step cost reads
-    as detection's); the median time per generated token of each arm. Saving: every prompt's
-    greedy response with ``ignore_eos`` up to the model's length, without and with detection (the
-    smoke model repeats itself once past its answer): a response detection stops early loops, and
-    the tokens it saves are counted on those."""
+async def repetition(engine, prompts: list[list[int]], pairs: int = 6, requests: int = 32) -> dict:
+    """Repeat detection's cost and saving. Cost, as matched pairs: ``requests`` concurrent sampled
+    responses (temperature 1, ``ignore_eos``, a seed per request) with detection, and the same
+    prompts and seeds without it, each forced to the length its detected twin reached — equal
+    tokens and equal batch occupancy in both arms, so the time difference is the detector's own (a
+    response detection stopped early would otherwise leave a smaller batch whose fixed per-step
+    cost reads as detection's). Each seed set runs in two rounds, detection first and then second
+    (the seeds replay the same responses), so neither arm gains from going second (warm caches,
+    the prompts' cached prefix); the median time per generated token of each arm. Saving: every
+    prompt's greedy response with ``ignore_eos`` up to the model's length, without and with
+    detection (the smoke model repeats itself once past its answer): a response detection stops
+    early loops, and the tokens it saves are counted on those."""
     per_token = {False: [], True: []}
-    stopped = 0
-    for _ in range(rounds):
-        chosen = [prompts[i % len(prompts)] for i in range(requests)]
-        lengths: list[int] = []
-        for detect in (True, False):
-            start = time.perf_counter()
-            responses = await asyncio.gather(
-                *(
-                    _token_ids(
-                        engine,
-                        prompt,
-                        uuid.uuid4().hex,
-                        detect,
-                        temperature=1.0,
-                        ignore_eos=True,
-                        max_tokens=lengths[i] if lengths else MAX_LEN - len(prompt) - 1,
-                    )
-                    for i, prompt in enumerate(chosen)
+    stopped, replayed, equal = 0, 0, 0
+    chosen = [prompts[i % len(prompts)] for i in range(requests)]
+    free = [MAX_LEN - len(prompt) - 1 for prompt in chosen]
+
+    async def arm(detect: bool, seeds: list[int], lengths: list[int]) -> list[int]:
+        start = time.perf_counter()
+        responses = await asyncio.gather(
+            *(
+                _token_ids(
+                    engine,
+                    prompt,
+                    uuid.uuid4().hex,
+                    detect,
+                    temperature=1.0,
+                    ignore_eos=True,
+                    seed=seed,
+                    max_tokens=length,
                 )
+                for prompt, seed, length in zip(chosen, seeds, lengths)
             )
-            per_token[detect].append((time.perf_counter() - start) / max(1, sum(map(len, responses))))
-            if detect:
-                lengths = [max(1, len(ids)) for ids in responses]
-                stopped += sum(n < MAX_LEN - len(p) - 1 for n, p in zip(lengths, chosen))
+        )
+        per_token[detect].append((time.perf_counter() - start) / max(1, sum(map(len, responses))))
+        return [max(1, len(ids)) for ids in responses]
+
+    for pair in range(pairs):
+        seeds = [pair * requests + i for i in range(requests)]
+        lengths = await arm(True, seeds, free)  # detection first: it sets the lengths
+        stopped += sum(n < limit for n, limit in zip(lengths, free))
+        await arm(False, seeds, lengths)
+        await arm(False, seeds, lengths)  # then detection second, on the same seeds
+        again = await arm(True, seeds, free)
+        replayed, equal = replayed + requests, equal + sum(a == b for a, b in zip(again, lengths))
     greedy = {}
     for detect in (False, True):
         responses = await asyncio.gather(
@@ -134,9 +147,11 @@ async def repetition(engine, prompts: list[list[int]], rounds: int = 11, request
     return {
         "pattern": REPETITION,
         "per_token_s": {"off": off, "on": on},
+        "per_token_rounds_s": {"off": per_token[False], "on": per_token[True]},  # in run order (on, off, off, on, ...)
         "cost": on / off - 1.0,
-        "cost_rounds": rounds,
-        "sampled_stopped": {"stopped": stopped, "responses": rounds * requests},
+        "cost_rounds": 2 * pairs,
+        "replayed_equal": {"equal": equal, "responses": replayed},  # seeded responses stopping where they did
+        "sampled_stopped": {"stopped": stopped, "responses": pairs * requests},
         "greedy_responses": len(prompts),
         "looping_responses": len(looping),
         "looping_tokens": {"off": sum(greedy[False][i] for i in looping), "on": sum(greedy[True][i] for i in looping)},
@@ -185,10 +200,13 @@ class _Run:
         self.finished_lengths: list[int] = []  # every sample of every group that finished
         self.finished_valid_lengths: list[int] = []  # ... of the valid ones (dynamic sampling keeps)
         self.trained_lengths: list[int] = []
+        self.finished_rewards: list[bool] = []  # the trace's pass/fail of every finished sample
+        self.trained_rewards: list[bool] = []
         self.valid = trace.group_valid()
 
     def finished(self, prompt: int, lengths) -> None:
         self.finished_lengths += [int(n) for n in lengths]
+        self.finished_rewards += self.trace.correct[prompt].tolist()
         if self.valid[prompt]:
             self.finished_valid_lengths += [int(n) for n in lengths]
 
@@ -218,7 +236,15 @@ class _Run:
 
     def train(self, prompt: int) -> int:
         self.trained_lengths += [int(n) for n in self.trace.lengths[prompt]]
+        self.trained_rewards += self.trace.correct[prompt].tolist()
         return int(self.trace.lengths[prompt].sum())
+
+
+def _raise_failed(tasks) -> None:
+    """Raise the exception of the first task that failed (a step must fail, not wait for a group forever)."""
+    for task in tasks:
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            raise task.exception()
 
 
 async def naive_step(run: _Run, batch: int, round_groups: int) -> dict:
@@ -282,15 +308,18 @@ async def seamless_step(run: _Run, batch: int, slots: int, stats: list[int]) -> 
     wake = asyncio.Event()
 
     async def one(group: dict) -> None:
-        group["tokens"] = await run.run_group(group["prompt"], group["ids"])
-        await asyncio.sleep(run.latency)  # asynchronous reward
-        group["finish"], group["valid"] = time.perf_counter() - start, bool(valid[group["prompt"]])
-        stats[0] += group["valid"]
-        stats[1] += 1
-        wake.set()
+        try:
+            group["tokens"] = await run.run_group(group["prompt"], group["ids"])
+            await asyncio.sleep(run.latency)  # asynchronous reward
+            group["finish"], group["valid"] = time.perf_counter() - start, bool(valid[group["prompt"]])
+            stats[0] += group["valid"]
+            stats[1] += 1
+        finally:  # a group that fails wakes the loop too, which then raises its exception
+            wake.set()
 
-    tasks = []
+    tasks: list[asyncio.Task] = []
     while True:
+        _raise_failed(tasks)
         finished = [g for g in groups if "finish" in g]
         selected, stop = fifo_early_termination(
             [g.get("finish") for g in groups], [g.get("valid", False) for g in groups], batch
@@ -372,6 +401,7 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
         finally:  # finished, or stopped at the iteration's end: the tokens it wrote are kept
             tokens += streamed
             state["requests"].discard(request_id)
+            wake.set()  # the loop looks once this task yields: after the bookkeeping below, or its exception
         group["open"] -= 1
         state["segments"] -= 1
         if group["open"] == 0:
@@ -380,7 +410,6 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
                 rewards.append(asyncio.create_task(reward(group)))
             else:
                 saved.append(group)
-        wake.set()
 
     def send(group: dict) -> None:
         lengths = run.trace.lengths[group["prompt"]]
@@ -391,12 +420,15 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
         for i in unfinished:
             state["tasks"].append(asyncio.create_task(segment(group, i)))
 
+    iterations: list[float] = []  # wall time of each iteration (Kimi's unit: at most `budget` steps)
     while True:  # iterations of at most `budget` decode steps
+        iteration_start = time.perf_counter()
         state.update(clock=0, segments=0, groups={}, tasks=[], requests=set())
         waiting, saved[:] = list(saved), []
         for group in waiting:  # saved trajectories first
             send(group)
         while True:
+            _raise_failed(state["tasks"])
             if len(ready) < batch:
                 free = max(0, slots - state["segments"]) // run.trace.group_size
                 for _ in range(tasks_to_launch(batch - len(ready), 0, valid_rate_estimate(*stats), free)):
@@ -412,17 +444,49 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
         for task in stopped:
             task.cancel()
         await asyncio.gather(*stopped, return_exceptions=True)
-        for task in state["tasks"]:
-            if task not in stopped and task.exception() is not None:
-                raise task.exception()
+        _raise_failed([task for task in state["tasks"] if task not in stopped])
         saved += state["groups"].values()  # groups with a request stopped midway
+        iterations.append(time.perf_counter() - iteration_start)
         if ready:
             break
     rewards[:] = [task for task in rewards if not task.done()]
     trained = ready[:batch]
     del ready[:batch]
     tokens = sum(run.train(prompt) for prompt in trained)
-    return {"wall_s": time.perf_counter() - start, "trained_tokens": int(tokens), "trained_groups": len(trained)}
+    return {
+        "wall_s": time.perf_counter() - start,
+        "trained_tokens": int(tokens),
+        "trained_groups": len(trained),
+        "iterations_s": iterations,
+    }
+
+
+async def run_policy(engine, prompt_ids, trace, policy: str, spec: dict) -> dict:
+    """``spec["steps"]`` steps of one policy (one of :data:`REAL_POLICIES`) over ``trace``: each step's
+    wall time and tokens trained, the tokens generated and the length biases."""
+    run, stats, steps, carry = _Run(engine, prompt_ids, trace, spec["reward_latency"]), [0, 0], [], {}
+    batch, slots = spec["batch_groups"], spec["slots"]
+    for _ in range(spec["steps"]):
+        if policy == "partial":
+            steps.append(await partial_step(run, batch, slots, spec["token_budget"], stats, carry))
+        elif policy == "naive":
+            steps.append(await naive_step(run, batch, batch))
+        elif policy == "verl_sync":
+            steps.append(await verl_sync_step(run, batch))
+        elif policy == "seamless":
+            steps.append(await seamless_step(run, batch, slots, stats))
+        else:
+            raise ValueError(f"unknown policy {policy!r}; one of {REAL_POLICIES}")
+    return {
+        "steps": steps,
+        "generated_tokens": run.generated,
+        "length_bias": float(np.mean(run.trained_lengths) / np.mean(run.finished_lengths)),
+        # early stopping's own share: against the finished samples of valid groups only, and
+        # against every sample of the valid groups launched (trace lengths, finished or not)
+        "length_bias_valid": float(np.mean(run.trained_lengths) / np.mean(run.finished_valid_lengths)),
+        "length_bias_vs_launched_valid": run.length_bias_vs_launched_valid(),
+        "reward_bias": float(np.mean(run.trained_rewards) / np.mean(run.finished_rewards)),
+    }
 
 
 async def main(spec: dict) -> dict:
@@ -448,30 +512,14 @@ async def main(spec: dict) -> dict:
     prompts = [tokenizer(problem.prompt)["input_ids"] for problem in make_problems(24, seed=0)]
     prompt_ids = prompts[0]
     trace = long_tail_trace(**spec["trace"])
-    result = {"calibration": await calibrate(engine, prompt_ids)}
-    result["repetition"] = await repetition(engine, prompts)
-    for policy in ("naive", "verl_sync", "seamless", "partial"):
-        run, stats, steps, carry = _Run(engine, prompt_ids, trace, spec["reward_latency"]), [0, 0], [], {}
-        for _ in range(spec["steps"]):
-            if policy == "partial":
-                steps.append(
-                    await partial_step(run, spec["batch_groups"], spec["slots"], spec["token_budget"], stats, carry)
-                )
-            elif policy == "naive":
-                steps.append(await naive_step(run, spec["batch_groups"], spec["batch_groups"]))
-            elif policy == "verl_sync":
-                steps.append(await verl_sync_step(run, spec["batch_groups"]))
-            else:
-                steps.append(await seamless_step(run, spec["batch_groups"], spec["slots"], stats))
-        result[policy] = {
-            "steps": steps,
-            "generated_tokens": run.generated,
-            "length_bias": float(np.mean(run.trained_lengths) / np.mean(run.finished_lengths)),
-            # early stopping's own share: against the finished samples of valid groups only, and
-            # against every sample of the valid groups launched (trace lengths, finished or not)
-            "length_bias_valid": float(np.mean(run.trained_lengths) / np.mean(run.finished_valid_lengths)),
-            "length_bias_vs_launched_valid": run.length_bias_vs_launched_valid(),
-        }
+    # the engine's costs drift on two shared cores: calibrated before every policy and after the
+    # last, so each policy's prediction uses the calibrations that bracket its own run
+    result: dict = {"calibrations": []}
+    for policy in REAL_POLICIES:
+        result["calibrations"].append(await calibrate(engine, prompt_ids))
+        result[policy] = await run_policy(engine, prompt_ids, trace, policy, spec)
+    result["calibrations"].append(await calibrate(engine, prompt_ids))
+    result["repetition"] = await repetition(engine, prompts)  # on the warm engine
     engine.shutdown()
     return result
 
