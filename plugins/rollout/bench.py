@@ -193,6 +193,7 @@ def real(spec: dict) -> dict:
             "length_bias_valid": measured[policy]["length_bias_valid"],
             "length_bias_vs_launched_valid": measured[policy]["length_bias_vs_launched_valid"],
             "reward_bias": measured[policy]["reward_bias"],
+            "reward_bias_valid": measured[policy]["reward_bias_valid"],
         }
     iterations = [t for step in measured["partial"]["steps"] for t in step["iterations_s"]]
     out["partial"]["iterations"] = len(iterations)
@@ -294,7 +295,7 @@ def _run(args: argparse.Namespace) -> int:
                 f"  {policy:<9} per trained token {r['time_per_trained_token_s'] * 1e3:7.2f} ms  waste "
                 f"{r['sample_waste']:5.1%}  length bias {r['length_bias']:.3f} (finished valid groups "
                 f"{r['length_bias_valid']:.3f}, launched valid groups {r['length_bias_vs_launched_valid']:.3f})  "
-                f"reward bias {r['reward_bias']:.3f}  "
+                f"reward bias {r['reward_bias']:.3f} (finished valid groups {r['reward_bias_valid']:.3f})  "
                 f"step p99/median "
                 f"{r['step_p99_over_median']:.2f}  simulator error {error}",
                 flush=True,

@@ -201,12 +201,15 @@ class _Run:
         self.finished_valid_lengths: list[int] = []  # ... of the valid ones (dynamic sampling keeps)
         self.trained_lengths: list[int] = []
         self.finished_rewards: list[bool] = []  # the trace's pass/fail of every finished sample
+        self.finished_valid_rewards: list[bool] = []
         self.trained_rewards: list[bool] = []
         self.valid = trace.group_valid()
 
     def finished(self, prompt: int, lengths) -> None:
         self.finished_lengths += [int(n) for n in lengths]
         self.finished_rewards += self.trace.correct[prompt].tolist()
+        if self.valid[prompt]:
+            self.finished_valid_rewards += self.trace.correct[prompt].tolist()
         if self.valid[prompt]:
             self.finished_valid_lengths += [int(n) for n in lengths]
 
@@ -486,6 +489,7 @@ async def run_policy(engine, prompt_ids, trace, policy: str, spec: dict) -> dict
         "length_bias_valid": float(np.mean(run.trained_lengths) / np.mean(run.finished_valid_lengths)),
         "length_bias_vs_launched_valid": run.length_bias_vs_launched_valid(),
         "reward_bias": float(np.mean(run.trained_rewards) / np.mean(run.finished_rewards)),
+        "reward_bias_valid": float(np.mean(run.trained_rewards) / np.mean(run.finished_valid_rewards)),
     }
 
 
