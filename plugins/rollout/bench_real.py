@@ -209,9 +209,8 @@ class _Run:
         self.finished_lengths += [int(n) for n in lengths]
         self.finished_rewards += self.trace.correct[prompt].tolist()
         if self.valid[prompt]:
-            self.finished_valid_rewards += self.trace.correct[prompt].tolist()
-        if self.valid[prompt]:
             self.finished_valid_lengths += [int(n) for n in lengths]
+            self.finished_valid_rewards += self.trace.correct[prompt].tolist()
 
     @property
     def generated(self) -> int:
@@ -466,7 +465,7 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
 
 async def run_policy(engine, prompt_ids, trace, policy: str, spec: dict) -> dict:
     """``spec["steps"]`` steps of one policy (one of :data:`REAL_POLICIES`) over ``trace``: each step's
-    wall time and tokens trained, the tokens generated and the length biases."""
+    wall time and tokens trained, the tokens generated and the length and reward biases."""
     run, stats, steps, carry = _Run(engine, prompt_ids, trace, spec["reward_latency"]), [0, 0], [], {}
     batch, slots = spec["batch_groups"], spec["slots"]
     for _ in range(spec["steps"]):
