@@ -159,16 +159,13 @@ def real(spec: dict) -> dict:
     out = {"calibration": bracketed(calibrations[0], calibrations[-1]), "calibrations": calibrations, "spec": spec}
     for index, policy in enumerate(REAL_POLICIES):
         calibration = bracketed(calibrations[index], calibrations[index + 1])
-        engine = EngineModel(
+        engine = EngineModel(  # calibration: step_a, step_b, admit_a, admit_b
             slots=spec["slots"],
-            step_a=calibration["step_a"],
-            step_b=calibration["step_b"],
-            admit_a=calibration["admit_a"],
-            admit_b=calibration["admit_b"],
             reward_latency=spec["reward_latency"],
             train_c=0.0,
             train_d=0.0,
             sync_time=0.0,
+            **calibration,
         )
         steps = measured[policy]["steps"]
         wall = sum(s["wall_s"] for s in steps)

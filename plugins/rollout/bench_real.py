@@ -93,7 +93,7 @@ async def repetition(engine, prompts: list[list[int]], pairs: int = 6, requests:
     detection (the smoke model repeats itself once past its answer): a response detection stops
     early loops, and the tokens it saves are counted on those."""
     per_token = {False: [], True: []}
-    stopped, replayed, equal = 0, 0, 0
+    stopped, equal = 0, 0
     chosen = [prompts[i % len(prompts)] for i in range(requests)]
     free = [MAX_LEN - len(prompt) - 1 for prompt in chosen]
 
@@ -124,7 +124,7 @@ async def repetition(engine, prompts: list[list[int]], pairs: int = 6, requests:
         await arm(False, seeds, lengths)
         await arm(False, seeds, lengths)  # then detection second, on the same seeds
         again = await arm(True, seeds, free)
-        replayed, equal = replayed + requests, equal + sum(a == b for a, b in zip(again, lengths))
+        equal += sum(a == b for a, b in zip(again, lengths))
     greedy = {}
     for detect in (False, True):
         responses = await asyncio.gather(
@@ -150,7 +150,7 @@ async def repetition(engine, prompts: list[list[int]], pairs: int = 6, requests:
         "per_token_rounds_s": {"off": per_token[False], "on": per_token[True]},  # in run order (on, off, off, on, ...)
         "cost": on / off - 1.0,
         "cost_rounds": 2 * pairs,
-        "replayed_equal": {"equal": equal, "responses": replayed},  # seeded responses stopping where they did
+        "replayed_equal": {"equal": equal, "responses": pairs * requests},  # seeded responses stopping where they did
         "sampled_stopped": {"stopped": stopped, "responses": pairs * requests},
         "greedy_responses": len(prompts),
         "looping_responses": len(looping),
@@ -200,17 +200,15 @@ class _Run:
         self.finished_lengths: list[int] = []  # every sample of every group that finished
         self.finished_valid_lengths: list[int] = []  # ... of the valid ones (dynamic sampling keeps)
         self.trained_lengths: list[int] = []
-        self.finished_rewards: list[bool] = []  # the trace's pass/fail of every finished sample
-        self.finished_valid_rewards: list[bool] = []
-        self.trained_rewards: list[bool] = []
+        self.finished_prompts: list[int] = []  # every group that finished (its rewards: the trace's)
+        self.trained_prompts: list[int] = []
         self.valid = trace.group_valid()
 
     def finished(self, prompt: int, lengths) -> None:
         self.finished_lengths += [int(n) for n in lengths]
-        self.finished_rewards += self.trace.correct[prompt].tolist()
+        self.finished_prompts.append(prompt)
         if self.valid[prompt]:
             self.finished_valid_lengths += [int(n) for n in lengths]
-            self.finished_valid_rewards += self.trace.correct[prompt].tolist()
 
     @property
     def generated(self) -> int:
@@ -221,6 +219,11 @@ class _Run:
         self.next_prompt += 1
         self.launched.append(index)
         return index
+
+    def reward_bias(self, valid_only: bool = False) -> float:
+        """Trained samples' mean reward ÷ that of the finished samples (of the valid groups only)."""
+        finished = [p for p in self.finished_prompts if self.valid[p] or not valid_only]
+        return float(self.trace.correct[self.trained_prompts].mean() / self.trace.correct[finished].mean())
 
     def length_bias_vs_launched_valid(self) -> float:
         """Trained samples' mean length ÷ that of every sample of every valid group launched, at its
@@ -238,7 +241,7 @@ class _Run:
 
     def train(self, prompt: int) -> int:
         self.trained_lengths += [int(n) for n in self.trace.lengths[prompt]]
-        self.trained_rewards += self.trace.correct[prompt].tolist()
+        self.trained_prompts.append(prompt)
         return int(self.trace.lengths[prompt].sum())
 
 
@@ -487,8 +490,8 @@ async def run_policy(engine, prompt_ids, trace, policy: str, spec: dict) -> dict
         # against every sample of the valid groups launched (trace lengths, finished or not)
         "length_bias_valid": float(np.mean(run.trained_lengths) / np.mean(run.finished_valid_lengths)),
         "length_bias_vs_launched_valid": run.length_bias_vs_launched_valid(),
-        "reward_bias": float(np.mean(run.trained_rewards) / np.mean(run.finished_rewards)),
-        "reward_bias_valid": float(np.mean(run.trained_rewards) / np.mean(run.finished_valid_rewards)),
+        "reward_bias": run.reward_bias(),
+        "reward_bias_valid": run.reward_bias(valid_only=True),
     }
 
 
