@@ -1,9 +1,12 @@
 """``reasonrl bench rollout``: the rollout schedulers compared, in two parts (one command).
 
 - **Real generation** (``bench_real.py``, its own process): vLLM's CPU build on the smoke model,
-  naive dynamic sampling, verl's synchronous DAPO, seamless rollout and partial rollout
-  (iterations of at most ``token_budget`` decode steps, continuation from the tokens so far) on the
-  same long-tail trace (rollout phase only), and repeat detection's cost and saving. The engine's
+  naive dynamic sampling, verl's synchronous DAPO, seamless rollout, partial rollout
+  (iterations of at most ``token_budget`` decode steps, continuation from the tokens so far) and
+  verl's colocate_async (the same without a budget) on the same long-tail trace (rollout phase
+  only), and repeat detection's cost and saving. Sample waste as the simulator counts it (tokens
+  still carried at the end left out), with and without dynamic sampling's dropped groups, beside
+  the simulator's own figure. The engine's
   decode-step time and the cost of admitting requests are calibrated against the number of active
   requests before each policy and after the last; the simulator, given the two calibrations that
   bracket a policy's run, predicts it: its error is printed.
@@ -28,6 +31,7 @@ import numpy as np
 
 from reasonrl.contracts import CliCommand
 from reasonrl.plugins.rollout.bench_real import REAL_POLICIES
+from reasonrl.plugins.rollout.seamless import sample_waste
 from reasonrl.plugins.rollout.simulator import EngineModel, simulate, validation_time
 from reasonrl.plugins.rollout.trace import long_tail_trace
 
@@ -175,13 +179,20 @@ def real(spec: dict) -> dict:
             policy, trace, engine, len(steps), batch_groups=spec["batch_groups"], record_timeline=False, **knobs
         )
         predicted_wall = sum(s.wall_s for s in predicted.steps)
+        prediction = predicted.summary(skip=0)
+        decided = measured[policy]["generated_tokens"] - measured[policy]["pending_tokens"]
         walls = [s["wall_s"] for s in steps]
         out[policy] = {
             "step_wall_s": [s["wall_s"] for s in steps],
             "trained_tokens": trained,
             "generated_tokens": measured[policy]["generated_tokens"],
             "time_per_trained_token_s": wall / max(trained, 1),
-            "sample_waste": 1.0 - trained / max(measured[policy]["generated_tokens"], 1),
+            # as the simulator counts it: pending tokens (still carried at the end) left out; "valid":
+            # also the finished groups dynamic sampling drops (aborted and surplus samples still count)
+            "sample_waste": sample_waste(decided, trained),
+            "sample_waste_valid": sample_waste(decided - measured[policy]["dropped_tokens"], trained),
+            "simulated_sample_waste": prediction["sample_waste"],
+            "simulated_sample_waste_valid": prediction["sample_waste_valid"],
             "simulated_wall_s": predicted_wall,
             "simulator_error": predicted_wall / wall - 1.0,
             "step_p99_over_median": float(np.percentile(walls, 99) / np.median(walls)),
@@ -199,7 +210,10 @@ def real(spec: dict) -> dict:
     out["seamless_vs_naive"] = per_token["naive"] / per_token["seamless"]
     out["seamless_vs_verl_sync"] = per_token["verl_sync"] / per_token["seamless"]
     out["partial_vs_verl_sync"] = per_token["verl_sync"] / per_token["partial"]
+    out["colocate_async_vs_verl_sync"] = per_token["verl_sync"] / per_token["colocate_async"]
+    out["partial_vs_colocate_async"] = per_token["colocate_async"] / per_token["partial"]
     out["sample_waste"] = {policy: out[policy]["sample_waste"] for policy in REAL_POLICIES}
+    out["sample_waste_valid"] = {policy: out[policy]["sample_waste_valid"] for policy in REAL_POLICIES}
     out["length_bias"] = {"seamless": out["seamless"]["length_bias"], "partial": out["partial"]["length_bias"]}
     out["repetition"] = measured["repetition"]
     return out
@@ -290,7 +304,9 @@ def _run(args: argparse.Namespace) -> int:
             error = f"{r['simulator_error']:+.1%}"
             print(
                 f"  {policy:<9} per trained token {r['time_per_trained_token_s'] * 1e3:7.2f} ms  waste "
-                f"{r['sample_waste']:5.1%}  length bias {r['length_bias']:.3f} (finished valid groups "
+                f"{r['sample_waste']:5.1%} (valid groups {r['sample_waste_valid']:5.1%}; simulated "
+                f"{r['simulated_sample_waste']:5.1%} / {r['simulated_sample_waste_valid']:5.1%})  length bias "
+                f"{r['length_bias']:.3f} (finished valid groups "
                 f"{r['length_bias_valid']:.3f}, launched valid groups {r['length_bias_vs_launched_valid']:.3f})  "
                 f"reward bias {r['reward_bias']:.3f} (finished valid groups {r['reward_bias_valid']:.3f})  "
                 f"step p99/median "
@@ -303,7 +319,13 @@ def _run(args: argparse.Namespace) -> int:
             f"p99/median {partial['iteration_p99_over_median']:.2f}",
             flush=True,
         )
-        for key in ("seamless_vs_naive", "seamless_vs_verl_sync", "partial_vs_verl_sync"):
+        for key in (
+            "seamless_vs_naive",
+            "seamless_vs_verl_sync",
+            "partial_vs_verl_sync",
+            "colocate_async_vs_verl_sync",
+            "partial_vs_colocate_async",
+        ):
             print(f"  {key}: {result['real'][key]:.2f}x", flush=True)
         rep = result["real"]["repetition"]
         print(

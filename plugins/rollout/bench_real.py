@@ -15,7 +15,9 @@ series, keep the valid groups, repeat) and ``seamless`` (MiMo §3.4.1 — contin
 ``tasks_to_launch``, rewards as groups finish, the step stopped by ``fifo_early_termination``,
 requests still in flight aborted), ``partial`` (Kimi §2.6.2 — iterations of at most a token
 budget of decode steps, unfinished requests stopped and continued from prompt + tokens so far in
-the next iteration; as the simulator's ``partial``).
+the next iteration; as the simulator's ``partial``) and ``colocate_async`` (verl's colocated async
+mode as the simulator reads it: the same schedule without a budget — a step ends once its batch is
+complete, and the requests still in flight are stopped and resumed with their tokens next step).
 
 And repeat detection (Kimi §2.6.2, vLLM's own ``repetition_detection`` with the option's
 pattern sizes): its cost per generated token on non-looping sampled responses, and the tokens it
@@ -38,7 +40,7 @@ from reasonrl.plugins.rollout.trace import long_tail_trace
 
 MAX_LEN = 64  # the smoke model's positions
 #: the policies, in the order they run (the engine calibrated before each and after the last)
-REAL_POLICIES = ("naive", "verl_sync", "seamless", "partial")
+REAL_POLICIES = ("naive", "verl_sync", "seamless", "partial", "colocate_async")
 #: +reasonrl/rollout=repeat_detection's pattern sizes (hydra_configs/reasonrl/rollout/repeat_detection.yaml)
 REPETITION = {"max_pattern_size": 64, "min_pattern_size": 1, "min_count": 8}
 
@@ -201,6 +203,7 @@ class _Run:
         self.finished_valid_lengths: list[int] = []  # ... of the valid ones (dynamic sampling keeps)
         self.trained_lengths: list[int] = []
         self.finished_prompts: list[int] = []  # every group that finished (its rewards: the trace's)
+        self.dropped_tokens = 0  # tokens of the scored groups dynamic sampling drops (no signal)
         self.trained_prompts: list[int] = []
         self.valid = trace.group_valid()
 
@@ -209,6 +212,12 @@ class _Run:
         self.finished_prompts.append(prompt)
         if self.valid[prompt]:
             self.finished_valid_lengths += [int(n) for n in lengths]
+
+    def scored(self, prompt: int, tokens: int) -> None:
+        """A group's reward is in: dynamic sampling drops it unless its rewards are mixed (a group
+        stopped before its reward arrived counts as the early stop's waste, as in the simulator)."""
+        if not self.valid[prompt]:
+            self.dropped_tokens += int(tokens)
 
     @property
     def generated(self) -> int:
@@ -257,10 +266,12 @@ async def naive_step(run: _Run, batch: int, round_groups: int) -> dict:
     valid = run.trace.group_valid()
     while kept < batch:
         prompts = [run.group() for _ in range(round_groups)]
-        await asyncio.gather(
+        tokens = await asyncio.gather(
             *(run.run_group(p, [uuid.uuid4().hex for _ in range(run.trace.group_size)]) for p in prompts)
         )
         await asyncio.sleep(run.latency)  # rewards of the round, after generation
+        for p, n in zip(prompts, tokens):
+            run.scored(p, n)
         for p in prompts:
             if valid[p] and kept < batch:
                 kept, trained = kept + 1, trained + run.train(p)
@@ -280,8 +291,9 @@ async def verl_sync_step(run: _Run, batch: int) -> dict:
     credits = batch
 
     async def one(prompt: int) -> int:
-        await run.run_group(prompt, [uuid.uuid4().hex for _ in range(run.trace.group_size)])
+        tokens = await run.run_group(prompt, [uuid.uuid4().hex for _ in range(run.trace.group_size)])
         await asyncio.sleep(run.latency)
+        run.scored(prompt, tokens)
         return prompt
 
     while True:
@@ -316,6 +328,7 @@ async def seamless_step(run: _Run, batch: int, slots: int, stats: list[int]) -> 
         try:
             group["tokens"] = await run.run_group(group["prompt"], group["ids"])
             await asyncio.sleep(run.latency)  # asynchronous reward
+            run.scored(group["prompt"], group["tokens"])
             group["finish"], group["valid"] = time.perf_counter() - start, bool(valid[group["prompt"]])
             stats[0] += group["valid"]
             stats[1] += 1
@@ -350,7 +363,7 @@ async def seamless_step(run: _Run, batch: int, slots: int, stats: list[int]) -> 
     return {"wall_s": time.perf_counter() - start, "trained_tokens": int(trained), "stop_s": stop}
 
 
-async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: list[int], carry: dict) -> dict:
+async def partial_step(run: _Run, batch: int, slots: int, budget: int | None, stats: list[int], carry: dict) -> dict:
     """One training step of Kimi's partial rollout (§2.6.2), as the simulator's ``partial`` runs
     it: an iteration lasts at most ``budget`` decode steps, so a request writes at most ``budget``
     tokens in it; saved trajectories continue first (prompt + tokens so far), free slots take new
@@ -363,8 +376,10 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
 
     Decode steps are counted from the stream: a segment launched when the iteration had run
     ``c`` steps holds ``c + n`` after its ``n``-th token (continuous batching admits a request at
-    the next step), the iteration's count is the largest such value."""
+    the next step), the iteration's count is the largest such value. ``budget=None``: verl's
+    ``colocate_async`` (no budget: the iteration, and with it the step, ends with its batch)."""
     start = time.perf_counter()
+    budget = float("inf") if budget is None else budget
     valid = run.trace.group_valid()
     ready: list[int] = carry.setdefault("ready", [])
     saved: list[dict] = carry.setdefault("saved", [])
@@ -375,6 +390,7 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
     async def reward(group: dict) -> None:
         await asyncio.sleep(run.latency)  # reward once the whole group is complete
         run.finished(group["prompt"], [len(t) for t in group["tokens"]])
+        run.scored(group["prompt"], sum(len(t) for t in group["tokens"]))
         stats[0] += bool(valid[group["prompt"]])
         stats[1] += 1
         if valid[group["prompt"]]:
@@ -401,7 +417,7 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
                 on_output=seen,
                 temperature=1.0,
                 ignore_eos=True,
-                max_tokens=min(budget, want - len(tokens)),
+                max_tokens=int(min(budget, want - len(tokens))),
             )
         finally:  # finished, or stopped at the iteration's end: the tokens it wrote are kept
             tokens += streamed
@@ -445,7 +461,7 @@ async def partial_step(run: _Run, batch: int, slots: int, budget: int, stats: li
             await wake.wait()
         if state["requests"]:  # the iteration is over: in-flight requests stop (one abort call, as
             await run.engine.abort(list(state["requests"]))  # verl's pause does), their tokens kept
-        stopped = [task for task in state["tasks"] if not task.done()]
+        stopped = {task for task in state["tasks"] if not task.done()}
         for task in stopped:
             task.cancel()
         await asyncio.gather(*stopped, return_exceptions=True)
@@ -472,8 +488,9 @@ async def run_policy(engine, prompt_ids, trace, policy: str, spec: dict) -> dict
     run, stats, steps, carry = _Run(engine, prompt_ids, trace, spec["reward_latency"]), [0, 0], [], {}
     batch, slots = spec["batch_groups"], spec["slots"]
     for _ in range(spec["steps"]):
-        if policy == "partial":
-            steps.append(await partial_step(run, batch, slots, spec["token_budget"], stats, carry))
+        if policy in ("partial", "colocate_async"):
+            budget = spec["token_budget"] if policy == "partial" else None
+            steps.append(await partial_step(run, batch, slots, budget, stats, carry))
         elif policy == "naive":
             steps.append(await naive_step(run, batch, batch))
         elif policy == "verl_sync":
@@ -482,9 +499,17 @@ async def run_policy(engine, prompt_ids, trace, policy: str, spec: dict) -> dict
             steps.append(await seamless_step(run, batch, slots, stats))
         else:
             raise ValueError(f"unknown policy {policy!r}; one of {REAL_POLICIES}")
+    # tokens whose fate is still open (the simulator's pending tokens, left out of its waste): partial
+    # rollout's saved trajectories and complete valid groups not trained yet; the rewards still in
+    # flight land first (the other policies end every step with nothing carried)
+    await asyncio.gather(*carry.get("rewards", []))
+    pending = sum(len(t) for group in carry.get("saved", []) for t in group["tokens"])
+    pending += sum(int(trace.lengths[prompt].sum()) for prompt in carry.get("ready", []))
     return {
         "steps": steps,
         "generated_tokens": run.generated,
+        "pending_tokens": int(pending),
+        "dropped_tokens": run.dropped_tokens,  # scored groups dynamic sampling drops
         "length_bias": float(np.mean(run.trained_lengths) / np.mean(run.finished_lengths)),
         # early stopping's own share: against the finished samples of valid groups only, and
         # against every sample of the valid groups launched (trace lengths, finished or not)
