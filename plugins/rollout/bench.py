@@ -3,8 +3,9 @@
 - **Real generation** (``bench_real.py``, its own process): vLLM's CPU build on the smoke model,
   naive dynamic sampling, verl's synchronous DAPO, seamless rollout, partial rollout
   (iterations of at most ``token_budget`` decode steps, continuation from the tokens so far) and
-  verl's colocate_async (the same without a budget) on the same long-tail trace (rollout phase
-  only), and repeat detection's cost and saving. Sample waste as the simulator counts it (tokens
+  verl's colocate_async (the same without a budget) and ``+reasonrl/rollout=staleness`` on one
+  engine (``staleness_colocated``: seamless, its finished valid surplus reused within the bound)
+  on the same long-tail trace (rollout phase only), and repeat detection's cost and saving. Sample waste as the simulator counts it (tokens
   still carried at the end left out), with and without dynamic sampling's dropped groups, beside
   the simulator's own figure. The engine's
   decode-step time and the cost of admitting requests are calibrated against the number of active
@@ -66,6 +67,9 @@ REAL_SPEC = {
     "reward_latency": 0.05,
     # partial rollout: tokens per request per iteration (the trace's ~p80; MiMo scale: 8K of 32K)
     "token_budget": 10,
+    # staleness_colocated: +reasonrl/rollout=staleness's values (hydra_configs/reasonrl/rollout/staleness.yaml)
+    "staleness": 1,
+    "reuse_ratio": 0.5,
     "trace": {"n_prompts": 256, "group_size": 4, "median_tokens": 6, "p99_ratio": 7.0, "max_tokens": 40, "seed": 1},
 }
 
@@ -90,6 +94,10 @@ def simulated(steps: int = 6) -> dict:
         "partial": simulate("partial", trace, engine, 3 * steps, token_budget=8192, **run),
         "colocate_async": simulate("colocate_async", trace, engine, steps, **run),
         "staleness": simulate("staleness", trace, staleness_engine, steps, staleness=1, **run),
+        # +reasonrl/rollout=staleness as it runs on one colocated engine (its values: bound 1, reuse 0.5)
+        "staleness_colocated": simulate(
+            "staleness_colocated", trace, engine, steps, staleness=1, reuse_ratio=0.5, **run
+        ),
     }
     summaries = {name: result.summary(skip=1) for name, result in runs.items()}
     per_token = {name: s["time_per_trained_token_s"] for name, s in summaries.items()}
@@ -102,6 +110,7 @@ def simulated(steps: int = 6) -> dict:
         **main_row,
         "seamless_vs_verl_sync": per_token["verl_sync"] / per_token["seamless"],
         "partial_vs_verl_sync": per_token["verl_sync"] / per_token["partial"],
+        "staleness_colocated_vs_seamless": per_token["seamless"] / per_token["staleness_colocated"],
         "validation_s": validation,
         "sensitivity": sensitivity(trace, steps, main_row),
     }
@@ -174,7 +183,10 @@ def real(spec: dict) -> dict:
         steps = measured[policy]["steps"]
         wall = sum(s["wall_s"] for s in steps)
         trained = sum(s["trained_tokens"] for s in steps)
-        knobs = {"token_budget": spec["token_budget"]} if policy == "partial" else {}
+        knobs = {
+            "partial": {"token_budget": spec["token_budget"]},
+            "staleness_colocated": {"staleness": spec["staleness"], "reuse_ratio": spec["reuse_ratio"]},
+        }.get(policy, {})
         predicted = simulate(
             policy, trace, engine, len(steps), batch_groups=spec["batch_groups"], record_timeline=False, **knobs
         )
@@ -203,6 +215,9 @@ def real(spec: dict) -> dict:
             "reward_bias": measured[policy]["reward_bias"],
             "reward_bias_valid": measured[policy]["reward_bias_valid"],
         }
+    staleness = out["staleness_colocated"]
+    staleness["reused_groups"] = sum(step.get("reused_groups", 0) for step in measured["staleness_colocated"]["steps"])
+    staleness["trained_groups"] = spec["batch_groups"] * len(measured["staleness_colocated"]["steps"])
     iterations = [t for step in measured["partial"]["steps"] for t in step["iterations_s"]]
     out["partial"]["iterations"] = len(iterations)
     out["partial"]["iteration_p99_over_median"] = float(np.percentile(iterations, 99) / np.median(iterations))
@@ -212,6 +227,8 @@ def real(spec: dict) -> dict:
     out["partial_vs_verl_sync"] = per_token["verl_sync"] / per_token["partial"]
     out["colocate_async_vs_verl_sync"] = per_token["verl_sync"] / per_token["colocate_async"]
     out["partial_vs_colocate_async"] = per_token["colocate_async"] / per_token["partial"]
+    out["staleness_colocated_vs_naive"] = per_token["naive"] / per_token["staleness_colocated"]
+    out["staleness_colocated_vs_seamless"] = per_token["seamless"] / per_token["staleness_colocated"]
     out["sample_waste"] = {policy: out[policy]["sample_waste"] for policy in REAL_POLICIES}
     out["sample_waste_valid"] = {policy: out[policy]["sample_waste_valid"] for policy in REAL_POLICIES}
     out["length_bias"] = {"seamless": out["seamless"]["length_bias"], "partial": out["partial"]["length_bias"]}
@@ -266,13 +283,19 @@ def _run(args: argparse.Namespace) -> int:
     sim = result["simulated"] = simulated()
     for name, s in sim["summaries"].items():
         print(
-            f"  {name:<15} step median {s['step_wall_median_s']:7.1f} s  p90 {s['step_wall_p90_s']:7.1f} s  "
+            f"  {name:<19} step median {s['step_wall_median_s']:7.1f} s  p90 {s['step_wall_p90_s']:7.1f} s  "
             f"per trained token {s['time_per_trained_token_s'] * 1e6:6.2f} us  waste {s['sample_waste']:5.1%} "
             f"(valid groups {s['sample_waste_valid']:5.1%})  idle {s['idle_ratio']:5.1%} (slots "
             f"{s['slot_idle_ratio']:5.1%})  length bias {s['length_bias']:.3f}",
             flush=True,
         )
-    for key in ("seamless_vs_naive", "seamless_vs_verl_sync", "partial_vs_verl_sync", "staleness_vs_naive"):
+    for key in (
+        "seamless_vs_naive",
+        "seamless_vs_verl_sync",
+        "partial_vs_verl_sync",
+        "staleness_vs_naive",
+        "staleness_colocated_vs_seamless",
+    ):
         print(f"  {key}: {sim[key]:.2f}x", flush=True)
     print(
         f"  validation pass ({MIMO_BATCH} groups): naive {sim['validation_s']['naive']:.0f} s, seamless "
@@ -303,7 +326,7 @@ def _run(args: argparse.Namespace) -> int:
             r = result["real"][policy]
             error = f"{r['simulator_error']:+.1%}"
             print(
-                f"  {policy:<9} per trained token {r['time_per_trained_token_s'] * 1e3:7.2f} ms  waste "
+                f"  {policy:<19} per trained token {r['time_per_trained_token_s'] * 1e3:7.2f} ms  waste "
                 f"{r['sample_waste']:5.1%} (valid groups {r['sample_waste_valid']:5.1%}; simulated "
                 f"{r['simulated_sample_waste']:5.1%} / {r['simulated_sample_waste_valid']:5.1%})  length bias "
                 f"{r['length_bias']:.3f} (finished valid groups "
@@ -319,12 +342,20 @@ def _run(args: argparse.Namespace) -> int:
             f"p99/median {partial['iteration_p99_over_median']:.2f}",
             flush=True,
         )
+        staleness = result["real"]["staleness_colocated"]
+        print(
+            f"  staleness_colocated (bound {REAL_SPEC['staleness']}, reuse ratio {REAL_SPEC['reuse_ratio']}): "
+            f"{staleness['reused_groups']} of {staleness['trained_groups']} trained groups kept from the step before",
+            flush=True,
+        )
         for key in (
             "seamless_vs_naive",
             "seamless_vs_verl_sync",
             "partial_vs_verl_sync",
             "colocate_async_vs_verl_sync",
             "partial_vs_colocate_async",
+            "staleness_colocated_vs_naive",
+            "staleness_colocated_vs_seamless",
         ):
             print(f"  {key}: {result['real'][key]:.2f}x", flush=True)
         rep = result["real"]["repetition"]

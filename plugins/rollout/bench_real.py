@@ -17,7 +17,9 @@ requests still in flight aborted), ``partial`` (Kimi §2.6.2 — iterations of a
 budget of decode steps, unfinished requests stopped and continued from prompt + tokens so far in
 the next iteration; as the simulator's ``partial``) and ``colocate_async`` (verl's colocated async
 mode as the simulator reads it: the same schedule without a budget — a step ends once its batch is
-complete, and the requests still in flight are stopped and resumed with their tokens next step).
+complete, and the requests still in flight are stopped and resumed with their tokens next step)
+and ``staleness_colocated`` (``+reasonrl/rollout=staleness`` on one engine: seamless, the
+finished valid surplus kept and reused up to ``reuse_ratio`` of a later batch within the bound).
 
 And repeat detection (Kimi §2.6.2, vLLM's own ``repetition_detection`` with the option's
 pattern sizes): its cost per generated token on non-looping sampled responses, and the tokens it
@@ -40,7 +42,7 @@ from reasonrl.plugins.rollout.trace import long_tail_trace
 
 MAX_LEN = 64  # the smoke model's positions
 #: the policies, in the order they run (the engine calibrated before each and after the last)
-REAL_POLICIES = ("naive", "verl_sync", "seamless", "partial", "colocate_async")
+REAL_POLICIES = ("naive", "verl_sync", "seamless", "partial", "colocate_async", "staleness_colocated")
 #: +reasonrl/rollout=repeat_detection's pattern sizes (hydra_configs/reasonrl/rollout/repeat_detection.yaml)
 REPETITION = {"max_pattern_size": 64, "min_pattern_size": 1, "min_count": 8}
 
@@ -316,12 +318,31 @@ async def verl_sync_step(run: _Run, batch: int) -> dict:
     return {"wall_s": time.perf_counter() - start, "trained_tokens": trained}
 
 
-async def seamless_step(run: _Run, batch: int, slots: int, stats: list[int]) -> dict:
+async def seamless_step(
+    run: _Run,
+    batch: int,
+    slots: int,
+    stats: list[int],
+    kept: list[dict] | None = None,
+    version: int = 0,
+    staleness: int = 0,
+    reuse_ratio: float = 0.0,
+) -> dict:
     """One step of continuous rollout with FIFO early termination; ``stats`` = [valid, finished]
-    groups so far (the live pass-rate statistics, carried across steps)."""
+    groups so far (the live pass-rate statistics, carried across steps).
+
+    ``kept`` (``staleness_colocated``: ``+reasonrl/rollout=staleness`` on one engine, as
+    reasonrl's replay buffer runs it): the finished valid groups earlier steps did not train, each
+    tagged with the ``version`` (step) that launched it. Those more than ``staleness`` versions
+    old are dropped; the oldest ``reuse_ratio·batch`` lead this step's FIFO order as finished valid
+    groups, the others wait; the step's finished valid surplus joins them (aborted groups never)."""
     start = time.perf_counter()
     valid = run.trace.group_valid()
-    groups: list[dict] = []  # launch order: prompt, request ids, finish time, valid, tokens
+    groups: list[dict] = []  # launch order: prompt, request ids, finish time, valid, tokens, version
+    if kept is not None:
+        waiting = sorted((g for g in kept if version - g["version"] <= staleness), key=lambda g: g["version"])
+        quota = int(reuse_ratio * batch)
+        groups, kept[:] = [{**g, "finish": 0.0} for g in waiting[:quota]], waiting[quota:]
     wake = asyncio.Event()
 
     async def one(group: dict) -> None:
@@ -348,7 +369,11 @@ async def seamless_step(run: _Run, batch: int, slots: int, stats: list[int]) -> 
         missing = max(0, batch - sum(g["valid"] for g in finished))  # FIFO may still wait for earlier tasks
         free = slots // run.trace.group_size - active
         for _ in range(tasks_to_launch(missing, active, valid_rate_estimate(*stats), max(free, 0))):
-            group = {"prompt": run.group(), "ids": [uuid.uuid4().hex for _ in range(run.trace.group_size)]}
+            group = {
+                "prompt": run.group(),
+                "ids": [uuid.uuid4().hex for _ in range(run.trace.group_size)],
+                "version": version,
+            }
             groups.append(group)
             tasks.append(asyncio.create_task(one(group)))
         wake.clear()
@@ -360,7 +385,15 @@ async def seamless_step(run: _Run, batch: int, slots: int, stats: list[int]) -> 
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     trained = sum(run.train(groups[i]["prompt"]) for i in selected)
-    return {"wall_s": time.perf_counter() - start, "trained_tokens": int(trained), "stop_s": stop}
+    if kept is not None:  # the finished valid surplus (sorted by version, then launch order)
+        chosen = set(selected)
+        kept += [g for i, g in enumerate(groups) if i not in chosen and g.get("valid")]
+    return {
+        "wall_s": time.perf_counter() - start,
+        "trained_tokens": int(trained),
+        "stop_s": stop,
+        "reused_groups": sum(version > groups[i]["version"] for i in selected),
+    }
 
 
 async def partial_step(run: _Run, batch: int, slots: int, budget: int | None, stats: list[int], carry: dict) -> dict:
@@ -497,14 +530,19 @@ async def run_policy(engine, prompt_ids, trace, policy: str, spec: dict) -> dict
             steps.append(await verl_sync_step(run, batch))
         elif policy == "seamless":
             steps.append(await seamless_step(run, batch, slots, stats))
+        elif policy == "staleness_colocated":
+            kept = carry.setdefault("kept", [])
+            knobs = {"staleness": spec["staleness"], "reuse_ratio": spec["reuse_ratio"]}
+            steps.append(await seamless_step(run, batch, slots, stats, kept, len(steps), **knobs))
         else:
             raise ValueError(f"unknown policy {policy!r}; one of {REAL_POLICIES}")
     # tokens whose fate is still open (the simulator's pending tokens, left out of its waste): partial
-    # rollout's saved trajectories and complete valid groups not trained yet; the rewards still in
-    # flight land first (the other policies end every step with nothing carried)
+    # rollout's saved trajectories and complete valid groups not trained yet, the kept groups of
+    # staleness_colocated; the rewards still in flight land first (the others carry nothing)
     await asyncio.gather(*carry.get("rewards", []))
     pending = sum(len(t) for group in carry.get("saved", []) for t in group["tokens"])
     pending += sum(int(trace.lengths[prompt].sum()) for prompt in carry.get("ready", []))
+    pending += sum(int(trace.lengths[group["prompt"]].sum()) for group in carry.get("kept", []))
     return {
         "steps": steps,
         "generated_tokens": run.generated,

@@ -69,6 +69,10 @@ Policies (our readings):
 - ``colocate_async`` (verl's colocated async mode, our reading): partial without a token budget:
   the step ends when ``batch_groups`` valid groups are complete; requests in flight are aborted and
   resumed with their tokens after the weight update.
+- ``staleness_colocated`` (``+reasonrl/rollout=staleness`` as it runs on one colocated engine):
+  seamless, but the finished valid groups a step does not train are kept, tagged with the version
+  that generated them; a later step puts the oldest ``reuse_ratio·batch_groups`` of those at most
+  ``staleness`` versions old first in its FIFO order (finished, valid) and drops older ones.
 - ``staleness`` (LongCat-Flash-Thinking §3.1.1, DORA): separate generation and training devices;
   the engine streams across policy versions, each response written by one version; the trainer
   draws a batch through ``staleness.StalenessBuffer`` (samples at most ``staleness`` versions
@@ -91,7 +95,7 @@ from reasonrl.plugins.rollout.trace import Trace
 
 __all__ = ["POLICIES", "EngineModel", "SimResult", "StepRecord", "simulate", "validation_time"]
 
-POLICIES = ("naive", "verl_sync", "seamless", "partial", "colocate_async", "staleness")
+POLICIES = ("naive", "verl_sync", "seamless", "partial", "colocate_async", "staleness", "staleness_colocated")
 
 
 # -------------------------------------------------------------------------------------- policies
@@ -142,28 +146,48 @@ def _verl_sync_step(sim: _Sim, gen_groups: int) -> None:
     sim.train_colocated(accepted[: sim.batch])
 
 
-def _seamless_step(sim: _Sim) -> None:
-    launched: list[_Group] = []
-    state = {"valid": 0, "selected": None, "stop": None}
+def _seamless_step(sim: _Sim, kept: list[_Group] | None = None, staleness: int = 0, reuse_ratio: float = 0.0) -> None:
+    """``kept`` (``staleness_colocated``): the finished valid groups earlier steps left over. Those
+    more than ``staleness`` versions old are dropped; the oldest ``reuse_ratio·batch`` lead this
+    step's FIFO order as finished valid groups, the others wait; the step's finished valid surplus
+    joins them (aborted groups never)."""
+    reused: list[_Group] = []
+    if kept is not None:
+        for g in [g for g in kept if sim.version - g.version > staleness]:
+            sim.drop(g)
+        waiting = sorted((g for g in kept if sim.version - g.version <= staleness), key=lambda g: (g.version, g.gid))
+        quota = int(reuse_ratio * sim.batch)
+        reused, kept[:] = waiting[:quota], waiting[quota:]
+    launched: list[_Group] = list(reused)
+    state = {"valid": len(reused), "selected": None, "stop": None}
 
     def tick() -> None:
         demand = sim.batch - state["valid"]
         count = tasks_to_launch(max(0, demand), sim.open_groups, sim.valid_rate(), sim.free_groups())
         launched.extend(sim.launch_many(count))
 
-    def on_ready(g: _Group) -> None:
-        state["valid"] += g.valid
+    def check() -> None:
         if state["valid"] >= sim.batch:
             finish = [x.ready_time if x.ready else None for x in launched]
             selected, stop = fifo_early_termination(finish, [x.valid for x in launched], sim.batch)
             if selected:
                 state["selected"], state["stop"] = selected, stop
 
-    sim.run(on_ready, lambda: state["selected"] is not None, tick)
+    def on_ready(g: _Group) -> None:
+        state["valid"] += g.valid
+        check()
+
+    check()  # the reused groups alone may fill the batch
+    if state["selected"] is None:
+        sim.run(on_ready, lambda: state["selected"] is not None, tick)
     sim.abort_in_flight()
     chosen = set(state["selected"])
     for i, g in enumerate(launched):
-        if i not in chosen:
+        if i in chosen:
+            continue
+        if kept is not None and g.ready and g.valid:
+            kept.append(g)
+        else:
             sim.drop(g)
     sim.train_colocated([launched[i] for i in state["selected"]], stop_time=state["stop"])
 
@@ -343,7 +367,8 @@ def simulate(
         knobs.update(staleness=staleness, reuse_ratio=reuse_ratio)
         _staleness_run(sim, steps, int(staleness), float(reuse_ratio))
     else:
-        carry: list[_Group] = []  # partial / colocate_async: complete valid groups not trained yet
+        # partial / colocate_async: complete valid groups not trained yet; staleness_colocated: kept groups
+        carry: list[_Group] = []
         for _ in range(steps):
             if policy == "naive":
                 _naive_step(sim, gen_groups)
@@ -351,7 +376,11 @@ def simulate(
                 _verl_sync_step(sim, gen_groups)
             elif policy == "seamless":
                 _seamless_step(sim)
+            elif policy == "staleness_colocated":
+                _seamless_step(sim, carry, int(staleness), float(reuse_ratio))
             else:
                 _partial_step(sim, carry, token_budget if policy == "partial" else None)
         knobs.update(gen_groups=gen_groups, token_budget=token_budget)
+        if policy == "staleness_colocated":
+            knobs.update(staleness=staleness, reuse_ratio=reuse_ratio)
     return SimResult(policy, sim.steps, sim.timeline or [], knobs, sim.engine.tokens, sim.pending_tokens())

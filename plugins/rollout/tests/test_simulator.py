@@ -18,7 +18,14 @@ from reasonrl.plugins.rollout.trace import Trace, long_tail_trace
 MODEL = EngineModel(slots=256, step_a=0.02, step_b=6e-5, reward_latency=2.0, train_c=20.0, train_d=2e-5, sync_time=5.0)
 MULTI = replace(MODEL, engines=16, step_a=0.04, reward_workers=64)  # 16 data-parallel engines of 16 slots
 ADMIT = replace(MULTI, admit_a=0.5, admit_b=0.01)  # ... each held while it admits requests
-KNOBS = {"partial": {"token_budget": 4096}, "staleness": {"staleness": 1}}
+KNOBS = {
+    "partial": {"token_budget": 4096},
+    "staleness": {"staleness": 1},
+    "staleness_colocated": {"staleness": 1, "reuse_ratio": 0.5},
+}
+
+
+MODEL_GROUP_SIZE = 16
 
 
 @pytest.fixture(scope="module")
@@ -230,6 +237,24 @@ def test_staleness_bound_holds(trace, bound):
     assert (max(hist) >= 1) == (bound >= 1)  # overlap trains samples of the previous version
 
 
+@pytest.mark.parametrize("bound", [0, 1])
+def test_colocated_staleness_reuses_the_surplus_within_the_bound(trace, runs, bound):
+    """+reasonrl/rollout=staleness on one engine: the seamless schedule, its finished valid surplus
+    kept and reused (at most reuse_ratio of a batch, at most `bound` versions old), so less waste."""
+    result = simulate("staleness_colocated", trace, MODEL, steps=10, batch_groups=32, staleness=bound, reuse_ratio=0.5)
+    lags = np.concatenate([step.staleness for step in result.steps])
+    assert lags.max() == bound  # bound 0: nothing survives its step; bound 1: the surplus is trained next step
+    for step in result.steps:  # a batch holds at most reuse_ratio·32 groups from earlier steps
+        assert (step.staleness > 0).sum() <= 16 * MODEL_GROUP_SIZE
+    seamless = runs["seamless"].summary()["sample_waste_valid"]
+    waste = result.summary()["sample_waste_valid"]
+    print(f"\nvalid-groups waste: seamless {seamless:.3f}, colocated staleness (bound {bound}) {waste:.3f}")
+    if bound == 0:  # every kept group is dropped at the next step: seamless's schedule exactly
+        assert [s.trained_groups for s in result.steps] == [s.trained_groups for s in runs["seamless"].steps]
+    else:
+        assert waste < seamless
+
+
 # ---------------------------------------------------------------------------------- invariants
 
 
@@ -240,6 +265,7 @@ OUTCOMES = {  # how each policy's requests may leave the engine
     "partial": {"finished", "budget", "paused"},
     "colocate_async": {"finished", "paused"},
     "staleness": {"finished", "aborted"},
+    "staleness_colocated": {"finished", "aborted"},
 }
 
 
