@@ -2,20 +2,20 @@
 
 - **Real generation** (``bench_real.py``, its own process): vLLM's CPU build on the smoke model,
   naive dynamic sampling, verl's synchronous DAPO, seamless rollout, partial rollout
-  (iterations of at most ``token_budget`` decode steps, continuation from the tokens so far) and
+  (iterations of at most ``token_budget`` decode steps, continuation from the tokens so far),
   verl's colocate_async (the same without a budget) and ``+reasonrl/rollout=staleness`` on one
   engine (``staleness_colocated``: seamless, its finished valid surplus reused within the bound)
-  on the same long-tail trace (rollout phase only), and repeat detection's cost and saving. Sample waste as the simulator counts it (tokens
-  still carried at the end left out), with and without dynamic sampling's dropped groups, beside
-  the simulator's own figure. The engine's
+  on the same long-tail trace (rollout phase only), and repeat detection's cost and saving. Sample
+  waste as the simulator counts it (tokens still carried at the end left out), with and without
+  dynamic sampling's dropped groups, beside the simulator's own figure. The engine's
   decode-step time and the cost of admitting requests are calibrated against the number of active
   requests before each policy and after the last; the simulator, given the two calibrations that
   bracket a policy's run, predicts it: its error is printed.
 - **Simulator** (``simulator.py``) at MiMo's scale (256 single-GPU engines of 64 slots, 32K max
   tokens, 512 groups × 16 per batch): naive, verl's synchronous DAPO, seamless, partial rollout,
-  colocate_async and staleness; a validation pass (naive vs seamless); and how the two ratios the
-  issue targets move with the assumptions nobody measured here (naive's reward parallelism, slots
-  per engine).
+  colocate_async, staleness (DORA, devices apart) and staleness_colocated; a validation pass (naive
+  vs seamless); and how the two ratios the issue targets move with the assumptions nobody measured
+  here (naive's reward parallelism, slots per engine).
 
 Numbers only, no thresholds; ``--json OUT`` writes them, ``--plot PNG`` a request timeline.
 """
