@@ -34,10 +34,12 @@ import os
 import sys
 import time
 import uuid
+from operator import itemgetter
 
 import numpy as np
 
 from reasonrl.plugins.rollout.seamless import fifo_early_termination, tasks_to_launch, valid_rate_estimate
+from reasonrl.plugins.rollout.staleness import split_kept
 from reasonrl.plugins.rollout.trace import long_tail_trace
 
 MAX_LEN = 64  # the smoke model's positions
@@ -205,8 +207,8 @@ class _Run:
         self.finished_valid_lengths: list[int] = []  # ... of the valid ones (dynamic sampling keeps)
         self.trained_lengths: list[int] = []
         self.finished_prompts: list[int] = []  # every group that finished (its rewards: the trace's)
-        self.dropped_tokens = 0  # tokens of the scored groups dynamic sampling drops (no signal)
         self.trained_prompts: list[int] = []
+        self.dropped_tokens = 0  # tokens of the scored groups dynamic sampling drops (no signal)
         self.valid = trace.group_valid()
 
     def finished(self, prompt: int, lengths) -> None:
@@ -274,7 +276,6 @@ async def naive_step(run: _Run, batch: int, round_groups: int) -> dict:
         await asyncio.sleep(run.latency)  # rewards of the round, after generation
         for p, n in zip(prompts, tokens):
             run.scored(p, n)
-        for p in prompts:
             if valid[p] and kept < batch:
                 kept, trained = kept + 1, trained + run.train(p)
     return {"wall_s": time.perf_counter() - start, "trained_tokens": trained}
@@ -338,11 +339,14 @@ async def seamless_step(
     groups, the others wait; the step's finished valid surplus joins them (aborted groups never)."""
     start = time.perf_counter()
     valid = run.trace.group_valid()
-    groups: list[dict] = []  # launch order: prompt, request ids, finish time, valid, tokens, version
-    if kept is not None:
-        waiting = sorted((g for g in kept if version - g["version"] <= staleness), key=lambda g: g["version"])
+    # launch order: prompt, request ids, finish time, valid, tokens, version, launch index
+    groups: list[dict] = []
+    if kept is not None:  # the stale ones are dropped: neither trained nor carried, so waste
         quota = int(reuse_ratio * batch)
-        groups, kept[:] = [{**g, "finish": 0.0} for g in waiting[:quota]], waiting[quota:]
+        reused, kept[:], _stale = split_kept(
+            kept, version, staleness, quota, itemgetter("version"), itemgetter("launch")
+        )
+        groups = [{**g, "finish": 0.0} for g in reused]
     wake = asyncio.Event()
 
     async def one(group: dict) -> None:
@@ -373,6 +377,7 @@ async def seamless_step(
                 "prompt": run.group(),
                 "ids": [uuid.uuid4().hex for _ in range(run.trace.group_size)],
                 "version": version,
+                "launch": len(run.launched) - 1,  # run.group() above appended it
             }
             groups.append(group)
             tasks.append(asyncio.create_task(one(group)))
@@ -385,7 +390,7 @@ async def seamless_step(
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     trained = sum(run.train(groups[i]["prompt"]) for i in selected)
-    if kept is not None:  # the finished valid surplus (sorted by version, then launch order)
+    if kept is not None:  # the finished valid surplus
         chosen = set(selected)
         kept += [g for i, g in enumerate(groups) if i not in chosen and g.get("valid")]
     return {

@@ -90,7 +90,7 @@ from collections import deque
 
 from reasonrl.plugins.rollout.seamless import fifo_early_termination, tasks_to_launch
 from reasonrl.plugins.rollout.sim_model import EngineModel, SimResult, StepRecord, _Group, _Sim
-from reasonrl.plugins.rollout.staleness import StalenessBuffer, TaggedSample, within_bound
+from reasonrl.plugins.rollout.staleness import StalenessBuffer, TaggedSample, split_kept, within_bound
 from reasonrl.plugins.rollout.trace import Trace
 
 __all__ = ["POLICIES", "EngineModel", "SimResult", "StepRecord", "simulate", "validation_time"]
@@ -153,11 +153,10 @@ def _seamless_step(sim: _Sim, kept: list[_Group] | None = None, staleness: int =
     joins them (aborted groups never)."""
     reused: list[_Group] = []
     if kept is not None:
-        for g in [g for g in kept if sim.version - g.version > staleness]:
-            sim.drop(g)
-        waiting = sorted((g for g in kept if sim.version - g.version <= staleness), key=lambda g: (g.version, g.gid))
         quota = int(reuse_ratio * sim.batch)
-        reused, kept[:] = waiting[:quota], waiting[quota:]
+        reused, kept[:], stale = split_kept(kept, sim.version, staleness, quota, lambda g: g.version, lambda g: g.gid)
+        for g in stale:
+            sim.drop(g)
     launched: list[_Group] = list(reused)
     state = {"valid": len(reused), "selected": None, "stop": None}
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, TypeVar
+
+Group = TypeVar("Group")
 
 
 @dataclass
@@ -23,6 +25,26 @@ class TaggedSample:
 
 def within_bound(sample_version: int, trainer_version: int, staleness: int) -> bool:
     return 0 <= trainer_version - sample_version <= staleness
+
+
+def split_kept(
+    kept: list[Group],
+    trainer_version: int,
+    staleness: int,
+    quota: int,
+    version_of: Callable[[Group], int],
+    launch_of: Callable[[Group], int],
+) -> tuple[list[Group], list[Group], list[Group]]:
+    """A step's start under ``+reasonrl/rollout=staleness`` on one engine (the rule reasonrl's
+    replay buffer applies to verl's version tags): of the finished groups earlier steps kept, those
+    past the bound are stale; of the rest, the oldest ``quota`` (by version, then launch order) lead
+    this step's batch and the others wait. Returns ``(reused, waiting, stale)``."""
+    stale = [g for g in kept if not within_bound(version_of(g), trainer_version, staleness)]
+    fresh = sorted(
+        (g for g in kept if within_bound(version_of(g), trainer_version, staleness)),
+        key=lambda g: (version_of(g), launch_of(g)),
+    )
+    return fresh[:quota], fresh[quota:], stale
 
 
 class StalenessBuffer:

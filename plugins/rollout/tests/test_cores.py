@@ -25,7 +25,7 @@ from reasonrl.plugins.rollout.seamless import (
     tasks_to_launch,
     valid_rate_estimate,
 )
-from reasonrl.plugins.rollout.staleness import StalenessBuffer, TaggedSample, within_bound
+from reasonrl.plugins.rollout.staleness import StalenessBuffer, TaggedSample, split_kept, within_bound
 from reasonrl.state_io import digest
 
 # A timeline of MiMo's Figure 6 kind, worked by hand: six tasks in launch order.
@@ -222,6 +222,16 @@ def test_staleness_bound_is_never_exceeded(staleness, reuse_ratio, size, seed):
         assert not any(within_bound(s.version, trainer_version, staleness) for s in discarded)
         reused = [s for s in chosen if s not in fresh]
         assert len(reused) <= int(reuse_ratio * size)
+
+
+def test_split_kept_drops_past_the_bound_and_reuses_the_oldest_first():
+    # (version, launch index): kept in no particular order; the trainer is at version 5, bound 2
+    kept = [(4, 9), (2, 1), (3, 5), (5, 12), (3, 4), (4, 8)]
+    reused, waiting, stale = split_kept(kept, 5, 2, 3, lambda g: g[0], lambda g: g[1])
+    assert stale == [(2, 1)]  # 3 versions behind
+    assert reused == [(3, 4), (3, 5), (4, 8)]  # oldest version first, then launch order
+    assert waiting == [(4, 9), (5, 12)]
+    assert split_kept(kept, 5, 2, 0, lambda g: g[0], lambda g: g[1])[0] == []
 
 
 def test_staleness_buffer_keeps_surplus_and_restores_it():
