@@ -15,16 +15,17 @@ import typing
 from typing import Any, Iterable, Mapping
 
 from reasonrl.contracts import ConfigGroup
+from reasonrl.errors import UserError
 
 #: Keys under ``reasonrl`` that belong to reasonrl itself rather than to a plugin.
 RESERVED_KEYS = frozenset({"recipe", "preset"})
 
 
-class ConfigError(ValueError):
-    """A reasonrl config value that cannot run; ``key`` is the full dotted key."""
+class ConfigError(UserError, ValueError):
+    """A reasonrl config value that cannot run; ``key`` is the full dotted key (the error's subject)."""
 
     def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}")
+        super().__init__(key, message)
         self.key = key
 
 
