@@ -4,17 +4,41 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
 from reasonrl.contracts import CliCommand
+from reasonrl.errors import UserError
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    with open(path) as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+def read_jsonl(path: Path) -> list[tuple[int, dict]]:
+    """``(line number, object)`` for every non-blank line; bad input raises :class:`UserError`
+    naming the file (and line)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.readlines()
+    except FileNotFoundError:
+        raise UserError(path, "no such file") from None
+    except IsADirectoryError:
+        raise UserError(path, "is a directory, not a JSONL file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(path, f"cannot be read: {error}") from None
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as error:
+            raise UserError(f"{path}:{number}", f"not valid JSON: {getattr(error, 'msg', error)}") from None
+        if not isinstance(record, dict):
+            raise UserError(f"{path}:{number}", f"must be a JSON object, got {type(record).__name__}")
+        records.append((number, record))
+    return records
 
 
 def progress_bar(total: int, label: str, unit: str):
@@ -60,37 +84,112 @@ def summary_table(results) -> str:
     return "\n".join(lines)
 
 
-def _run_judge(args: argparse.Namespace) -> int:
-    from reasonrl.plugins.rewards.judge import JudgeLimits, LocalJudge, Submission
-    from reasonrl.plugins.rewards.judge.formats import problem_from_json
-    from reasonrl.plugins.rewards.judge.sandbox_fusion import SandboxFusionJudge
+def _check_number(option: str, value, low, *, above: bool = False) -> None:
+    """``value`` ≥ ``low`` (> with ``above``) and finite, else a :class:`UserError` naming ``option``."""
+    if value is None:
+        return
+    ok = math.isfinite(value) and (value > low if above else value >= low)
+    if not ok:
+        raise UserError(option, f"must be {'>' if above else '≥'} {low}, got {value}")
 
-    problems = {p.problem_id: p for p in map(problem_from_json, read_jsonl(args.problems))}
+
+def _check_output(path: Path) -> None:
+    """``--out`` can be written (checked before judging; nothing is created yet)."""
+    if path.is_dir():
+        raise UserError("--out", f"{path} is a directory")
+    existing = path.parent.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError("--out", f"cannot write under {existing}")
+
+
+def load_problems(path: Path) -> dict:
+    from reasonrl.plugins.rewards.judge.formats import problem_from_json
+
+    problems = {}
+    for number, record in read_jsonl(path):
+        if "problem_id" not in record:
+            raise UserError(f"{path}:{number}", "no 'problem_id' field")
+        if "tests" not in record and "input_output" not in record:
+            raise UserError(f"{path}:{number}", "no 'tests' field ({inputs, outputs} or {assertions})")
+        try:
+            problem = problem_from_json(record)
+        except (ValueError, TypeError) as error:
+            raise UserError(f"{path}:{number}", f"bad tests: {error}") from None
+        problems[problem.problem_id] = problem
+    return problems
+
+
+def load_submissions(path: Path, problems: dict, problems_path: Path) -> list:
+    from reasonrl.plugins.rewards.judge import Submission
+    from reasonrl.plugins.rewards.judge.formats import LANGUAGES
+
     submissions = []
-    for index, record in enumerate(read_jsonl(args.solutions)):
+    for index, (number, record) in enumerate(read_jsonl(path)):
+        where = f"{path}:{number}"
+        if "problem_id" not in record:
+            raise UserError(where, "no 'problem_id' field")
         problem_id = str(record["problem_id"])
         if problem_id not in problems:
-            print(f"reasonrl judge: solution line {index + 1} names unknown problem {problem_id!r}", file=sys.stderr)
-            return 2
-        submissions.append(
-            Submission(
-                problems[problem_id],
-                record["code"],
-                record.get("language", "python"),
-                str(record.get("solution_id", index)),
-            )
-        )
-    limits = JudgeLimits(time_s=args.time_limit, memory_mb=args.memory_mb, float_tolerance=args.float_tolerance)
+            raise UserError(where, f"unknown problem {problem_id!r} (not in {problems_path})")
+        if "code" not in record:
+            raise UserError(where, "no 'code' field")
+        if not isinstance(record["code"], str):
+            raise UserError(where, f"'code' must be a string, got {type(record['code']).__name__}")
+        language = record.get("language", "python")
+        if language not in LANGUAGES:
+            raise UserError(where, f"unknown language {language!r}: use one of {', '.join(LANGUAGES)}")
+        solution_id = str(record.get("solution_id", index))
+        submissions.append(Submission(problems[problem_id], record["code"], language, solution_id))
+    return submissions
+
+
+def _judge_limits(args: argparse.Namespace):
+    from reasonrl.plugins.rewards.judge import JudgeLimits
+
+    _check_number("--time-limit", args.time_limit, 0.01)
+    _check_number("--memory-mb", args.memory_mb, 64)
+    _check_number("--workers", args.workers, 1)
+    _check_number("--float-tolerance", args.float_tolerance, 0.0)
+    try:
+        return JudgeLimits(time_s=args.time_limit, memory_mb=args.memory_mb, float_tolerance=args.float_tolerance)
+    except ValueError as error:  # a limit JudgeLimits refuses that the checks above missed
+        raise UserError("limits", str(error)) from None
+
+
+def _run_judge(args: argparse.Namespace) -> int:
+    from reasonrl.plugins.rewards.judge import LocalJudge, SandboxUnavailable
+    from reasonrl.plugins.rewards.judge.sandbox_fusion import SandboxFusionJudge
+
+    # every input is checked before a sandbox starts
+    limits = _judge_limits(args)
     if args.backend == "sandbox_fusion":
         if not args.url:
-            print("reasonrl judge: --url is required with --backend sandbox_fusion", file=sys.stderr)
-            return 2
+            raise UserError("--url", "is required with --backend sandbox_fusion")
+        if not args.url.startswith(("http://", "https://")):
+            raise UserError("--url", f"must be an http(s) URL, got {args.url!r}")
+    _check_output(args.out)
+    problems = load_problems(args.problems)
+    submissions = load_submissions(args.solutions, problems, args.problems)
+
+    if args.backend == "sandbox_fusion":
         judge = SandboxFusionJudge(args.url, limits)
     else:
         judge = LocalJudge(limits, workers=args.workers)
     start = time.monotonic()
-    with judge, progress_bar(len(submissions), "judge", " runs") as progress:
-        results = judge.judge_sync(submissions, on_result=lambda _result: progress.update())
+    try:
+        with judge:
+            judge.probe()  # a sandbox that cannot start here stops the command, not every test
+            with progress_bar(len(submissions), "judge", " runs") as progress:
+                results = judge.judge_sync(submissions, on_result=lambda _result: progress.update())
+    except SandboxUnavailable as error:
+        print(
+            f"reasonrl judge: the judge's sandbox cannot start here, nothing was judged: {error}\n"
+            "(requirements: docs/judge.md; no verdicts written)",
+            file=sys.stderr,
+        )
+        return 2
     elapsed = time.monotonic() - start
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w") as handle:
@@ -176,7 +275,7 @@ def plot_calibration(problem_id: str, calibration: dict, path: Path) -> None:
 def _run_difficulty(args: argparse.Namespace) -> int:
     scores = [float(s) for s in args.level_scores.split(",")] if args.level_scores else None
     try:
-        records, skipped = calibrate_records(read_jsonl(args.verdicts), args.levels, scores)
+        records, skipped = calibrate_records([r for _, r in read_jsonl(args.verdicts)], args.levels, scores)
     except ValueError as error:
         print(f"reasonrl difficulty calibrate: {error}", file=sys.stderr)
         return 2

@@ -68,9 +68,14 @@ def code_spec(ground_truth: Any, extra_info: dict | None) -> tuple[Problem, Test
     return problem, (TestDifficulty.from_json(difficulty) if difficulty else None)
 
 
-def make_judge(settings: RewardsConfig, reward_workers: int = 1):
-    """The judge ``settings`` select: local sandboxes or a SandboxFusion server."""
-    from reasonrl.plugins.rewards.judge import LocalJudge
+def make_judge(settings: RewardsConfig, reward_workers: int = 1, probe: bool = True):
+    """The judge ``settings`` select: local sandboxes or a SandboxFusion server.
+
+    With ``probe`` (the default) a local judge has run a known-good program in a sandbox before
+    it is returned; a sandbox that cannot start here raises :class:`SandboxUnavailable` (the
+    run stops) instead of scoring every code response as a ``judge_error``.
+    """
+    from reasonrl.plugins.rewards.judge import LocalJudge, SandboxUnavailable
     from reasonrl.plugins.rewards.judge.sandbox_fusion import SandboxFusionJudge
 
     limits = JudgeLimits(
@@ -82,7 +87,17 @@ def make_judge(settings: RewardsConfig, reward_workers: int = 1):
     if settings.judge_backend == "sandbox_fusion":
         return SandboxFusionJudge(settings.sandbox_fusion_url, limits)
     workers = settings.judge_workers or max(1, (os.cpu_count() or 1) // max(1, reward_workers))
-    return LocalJudge(limits, workers=workers)
+    judge = LocalJudge(limits, workers=workers)
+    if probe:
+        try:
+            judge.probe()
+        except SandboxUnavailable as error:
+            judge.close()
+            raise SandboxUnavailable(
+                "reasonrl.rewards.judge_backend=local: the code judge's sandbox cannot start here "
+                f"(requirements: docs/judge.md): {error}"
+            ) from error
+    return judge
 
 
 @dataclass

@@ -6,6 +6,8 @@ returns the reward and, in ``reward_extra_info``, the per-sample facts the rest 
 uses (``acc``, ``incomplete`` for the group step in ``verl_group.py``) and logs (per-level
 pass string, judge errors, truncation). A ``reward.custom_reward_function`` still replaces
 the task reward (as in verl's naive manager); format reward and flags are added on top.
+The code judge starts (and is probed: a known-good program must pass in its sandbox) on the
+first code response; a sandbox that cannot start raises there and stops the run.
 Math answers are graded by this process's bounded Math-Verify pool (``math_verifier.py``,
 the path of ``reasonrl.api.math_reward``): a hostile answer scores 0 with ``math_timeout``
 = 1 after ``reasonrl.rewards.math_timeout_s`` instead of stalling the reward loop.
@@ -14,6 +16,7 @@ the path of ``reasonrl.api.math_reward``): a hostile answer scores 0 with ``math
 from __future__ import annotations
 
 import inspect
+import threading
 from typing import Any
 
 from verl import DataProto
@@ -48,12 +51,25 @@ class ReasonrlRewardManager(RewardManagerBase):
         # a response that ends on EOS exactly at the limit was not cut
         self.stop_ids = frozenset(i for i in (tokenizer.eos_token_id,) if isinstance(i, int))
         self._judge = None
+        self._judge_lock = threading.Lock()
+        self._judge_failure: Exception | None = None
 
     @property
     def judge(self):
-        if self._judge is None:  # started on the first code response: math-only runs never start sandboxes
-            self._judge = scoring.make_judge(self.settings, self.reward_workers)
-        return self._judge
+        """The code judge, built on the first code response (math-only runs never start
+        sandboxes) and probed then, once: a sandbox that cannot start raises here — on that
+        response and every later one — and stops the run; no code response is scored
+        ``judge_error`` for it."""
+        with self._judge_lock:
+            if self._judge_failure is not None:
+                raise self._judge_failure
+            if self._judge is None:
+                try:
+                    self._judge = scoring.make_judge(self.settings, self.reward_workers)
+                except Exception as error:
+                    self._judge_failure = error
+                    raise
+            return self._judge
 
     async def _custom_task_score(self, data_source, response, ground_truth, extra_info) -> scoring.Scored:
         kwargs = dict(data_source=data_source, solution_str=response, ground_truth=ground_truth, extra_info=extra_info)
@@ -70,7 +86,9 @@ class ReasonrlRewardManager(RewardManagerBase):
         code = scoring.code_spec(ground_truth, extra_info)
         if code is not None:
             problem, calibration = code
-            return await scoring.score_code(self.judge, problem, calibration, response, self.settings.code_scheme)
+            # built (and probed) off the event loop: the probe starts a sandbox
+            judge = self._judge or await self.loop.run_in_executor(None, lambda: self.judge)
+            return await scoring.score_code(judge, problem, calibration, response, self.settings.code_scheme)
         return await self.loop.run_in_executor(None, scoring.math_scored, response, ground_truth)
 
     def _thinking_mode(self, item, extra_info: dict) -> str | None:

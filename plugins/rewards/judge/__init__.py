@@ -14,12 +14,15 @@ from reasonrl.plugins.rewards.judge.formats import (
     parse_tests,
 )
 from reasonrl.plugins.rewards.judge.local import JudgeLimits, LocalJudge
+from reasonrl.plugins.rewards.judge.sandbox import SandboxFailure, SandboxUnavailable
 
 __all__ = [
     "JudgeLimits",
     "JudgeResult",
     "LocalJudge",
     "Problem",
+    "SandboxFailure",
+    "SandboxUnavailable",
     "Submission",
     "TestCase",
     "Verdict",

@@ -17,6 +17,10 @@ class BatchJudge:
     def judge_one(self, submission: Submission) -> JudgeResult:
         raise NotImplementedError
 
+    def probe(self) -> None:
+        """Check that the backend can judge at all; raise if not. Nothing to check by default
+        (a SandboxFusion server that does not answer gives ``judge_error`` per test)."""
+
     async def judge(
         self, submissions: Iterable[Submission], on_result: Callable[[JudgeResult], None] | None = None
     ) -> list[JudgeResult]:

@@ -12,12 +12,20 @@ from __future__ import annotations
 
 import os
 import queue
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 from reasonrl.plugins.rewards.judge.batch import BatchJudge
-from reasonrl.plugins.rewards.judge.formats import JudgeResult, Submission, Verdict, outputs_match
+from reasonrl.plugins.rewards.judge.formats import JudgeResult, Problem, Submission, TestCase, Verdict, outputs_match
 from reasonrl.plugins.rewards.judge.sandbox import Sandbox, SandboxFailure, SandboxUnavailable
+
+#: the start-up probe: a known-good program through the real path (sandbox, runner, fork, stdin/stdout)
+PROBE = Submission(
+    Problem("reasonrl-probe", (TestCase(stdin="2 3\n", expected_stdout="5"),)),
+    "a, b = map(int, input().split())\nprint(a + b)\n",
+    solution_id="probe",
+)
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,34 @@ class LocalJudge(BatchJudge):
         for sandbox in self._all:
             self._sandboxes.put(sandbox)
         self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="reasonrl-judge")
+        self._probe_lock = threading.Lock()
+        self._probed = False
+
+    def probe(self) -> None:
+        """Start a sandbox and judge a known-good program in it (once per judge; it stays warm).
+
+        Raises :class:`SandboxUnavailable` (with the sandbox's stderr or the verdicts) when the
+        sandbox cannot start here or the program does not pass: call it before judging, so a
+        broken sandbox stops the caller instead of turning every test into ``judge_error``.
+        """
+        with self._probe_lock:
+            if self._probed:
+                return
+            sandbox = self._sandboxes.get()
+            try:
+                response = sandbox.run(self._request(PROBE), self._timeout(PROBE))
+            except SandboxFailure as failure:
+                raise SandboxUnavailable(f"the sandbox started but its runner failed: {failure}") from failure
+            finally:
+                self._sandboxes.put(sandbox)
+            result = verdicts_from_runner(PROBE, response, None)
+            if result.verdicts != [Verdict.PASSED]:
+                verdicts = ", ".join(v.value for v in result.verdicts)
+                raise SandboxUnavailable(
+                    f"a known-good program got {verdicts} instead of passed in the sandbox: "
+                    f"{result.message.strip()[-2000:] or 'no message'}"
+                )
+            self._probed = True
 
     def _request(self, submission: Submission) -> dict:
         problem = submission.problem  # the sandbox never sees an expected output
@@ -114,13 +150,17 @@ class LocalJudge(BatchJudge):
         return self.limits.compile_time_s + per_test * len(submission.problem.tests) + 15.0
 
     def judge_one(self, submission: Submission) -> JudgeResult:
-        """Blocking: judge one submission on a free runner."""
+        """Blocking: judge one submission on a free runner.
+
+        A runner that dies or hangs mid-run gives ``judge_error`` verdicts (:class:`SandboxFailure`);
+        a sandbox that cannot start raises :class:`SandboxUnavailable`: no verdict is made up for it.
+        """
         if not submission.problem.tests:
             return JudgeResult(submission.problem.problem_id, submission.solution_id, submission.language, [])
         sandbox = self._sandboxes.get()
         try:
             response = sandbox.run(self._request(submission), self._timeout(submission))
-        except (SandboxFailure, SandboxUnavailable) as failure:
+        except SandboxFailure as failure:
             response = {"error": str(failure)}
         finally:
             self._sandboxes.put(sandbox)

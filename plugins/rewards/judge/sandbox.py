@@ -7,8 +7,13 @@ Unprivileged host: bubblewrap also creates a user namespace, and nested user nam
 are disabled. Root host: bubblewrap runs privileged and the runner is started through
 ``setpriv`` as an unprivileged uid (``60000 + slot``) with no capabilities and
 ``no_new_privs``, so RLIMIT_NPROC applies and every slot has its own uid.
-Directories on the interpreter's path that the runner's uid could not traverse (e.g. a
-``/root/.pyenv`` Python) are covered by an empty tmpfs and only the needed tree is bound.
+What the runner needs (the interpreter's installation, the environment's site-packages, the
+folder of ``zygote.py``) is bound back read-only at its own path wherever it lives — under
+the host's ``/tmp`` (hidden by the fresh one) or below folders the runner's uid cannot
+traverse (``/root/.pyenv``, a ``mktemp -d`` folder, at any depth): such a folder of the host
+is covered by an empty read-only tmpfs, missing parents are made ``0755``, and only the
+needed trees are bound, nothing else of a checkout (``mount_plan``). ``LocalJudge.probe``
+runs a known-good program through all of it before any judging.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import threading
 
 from reasonrl.plugins.rewards.judge import zygote
 
-ZYGOTE_PATH = os.path.abspath(zygote.__file__)
+ZYGOTE_PATH = os.path.realpath(zygote.__file__)
 SANDBOX_UID_BASE = 60000
 
 
@@ -31,24 +36,98 @@ class SandboxUnavailable(RuntimeError):
     """bubblewrap is missing, or the sandbox could not start here."""
 
 
+def _executable() -> str:
+    """The interpreter the runner starts: its folder resolved, its name kept (a venv's
+    ``bin/python`` link must stay one, or the interpreter would not find the venv)."""
+    return os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
+
+
 def _needed_trees() -> list[str]:
-    """Directories the runner must read: the interpreter, its stdlib and site-packages, the zygote."""
-    paths = {os.path.realpath(sys.executable), os.path.dirname(ZYGOTE_PATH)}
-    paths.update(os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix))
+    """What the runner reads: the interpreter's installation, its stdlib and shared library,
+    the environment's site-packages, and the folder of ``zygote.py`` — nothing else of a checkout."""
+    paths = {os.path.dirname(_executable()), sys.executable, os.path.dirname(ZYGOTE_PATH)}
+    paths.update((sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix))
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        paths.add(os.path.realpath(sysconfig.get_paths()[key]))
-    paths.update(os.path.realpath(p) for p in sys.path if p and os.path.isdir(p))
-    return sorted(paths)
+        paths.add(sysconfig.get_paths()[key])
+    paths.add(sysconfig.get_config_var("LIBDIR") or "")
+    paths.update(_site_packages())
+    return sorted({os.path.realpath(p) for p in paths if p and os.path.exists(p)})
 
 
-def _hidden_ancestors(path: str) -> tuple[str | None, str]:
-    """The highest ancestor of ``path`` that others cannot traverse, and the tree to bind under it."""
+def _traversable(path: str, as_root: bool) -> bool:
+    """Whether the runner may enter ``path``. As root the runner is an unrelated uid ("others");
+    otherwise bubblewrap maps it onto the caller's uid, which reached the interpreter already."""
+    if not as_root:
+        return True
+    try:
+        return bool(os.stat(path).st_mode & 0o001)
+    except OSError:
+        return False
+
+
+def _ancestors(path: str) -> list[str]:
+    """``/a/b/c`` → ``["/a", "/a/b"]``."""
     parts = path.strip("/").split("/")
-    for depth in range(1, len(parts) + 1):
-        ancestor = "/" + "/".join(parts[:depth])
-        if not os.stat(ancestor).st_mode & 0o001:
-            return ancestor, "/" + "/".join(parts[: depth + 1]) if depth < len(parts) else ancestor
-    return None, path
+    return ["/" + "/".join(parts[:depth]) for depth in range(1, len(parts))]
+
+
+def mount_plan(trees: list[str], as_root: bool) -> list[str]:
+    """bubblewrap arguments that make each tree readable by the runner, read-only.
+
+    They follow ``--ro-bind / /`` and the fresh ``--tmpfs /tmp``, which hides the host's /tmp:
+    a tree under /tmp, or under a folder the runner cannot traverse (``/root``, a ``mktemp -d``
+    folder, at any depth), is bound alone at its own path. Its missing parents are made
+    ``0755`` (``--perms 0755 --dir``: bubblewrap would make them ``0700``); an untraversable
+    folder of the host on the way is covered by an empty read-only tmpfs first; an untraversable
+    tree itself becomes a ``0755`` folder with its entries bound one by one.
+    """
+    args: list[str] = []
+    made = {"/tmp"}  # folders of our own (tmpfs or --dir): the host's content below them is hidden
+    bound: set[str] = set()  # host paths bound back (below them: the host's view again)
+    covers: list[str] = []  # host folders covered by an empty tmpfs, remounted read-only at the end
+
+    def state(path: str) -> str:
+        """``made`` (our folder), ``absent`` (below our folder, not made yet) or ``host``."""
+        for level in [path, *reversed(_ancestors(path))]:
+            if level in bound:
+                return "host"
+            if level in made:
+                return "made" if level == path else "absent"
+        return "host"
+
+    def new_folder(path: str, on_host: bool) -> None:
+        if on_host:  # a folder of the host's view: cover it
+            args.extend(["--perms", "0755", "--tmpfs", path])
+            covers.append(path)
+        else:  # absent below a folder of ours: make it
+            args.extend(["--perms", "0755", "--dir", path])
+        made.add(path)
+
+    def bind(path: str, on_host: bool) -> None:
+        if os.path.islink(path):
+            if not on_host:
+                args.extend(["--symlink", os.readlink(path), path])
+        elif os.path.isdir(path) and not _traversable(path, as_root):
+            new_folder(path, on_host)
+            for name in sorted(os.listdir(path)):
+                bind(os.path.join(path, name), on_host=False)
+        elif not on_host and (os.path.isdir(path) or os.path.isfile(path)):
+            args.extend(["--ro-bind", path, path])
+            bound.add(path)
+
+    for tree in sorted(set(trees)):  # parents sort first
+        if tree in ("/", "/tmp"):
+            continue
+        for ancestor in _ancestors(tree):
+            where = state(ancestor)
+            if where == "absent" or (where == "host" and not _traversable(ancestor, as_root)):
+                new_folder(ancestor, on_host=where == "host")
+        where = state(tree)
+        if where != "made":  # made: an entry of a tree bound entry by entry before
+            bind(tree, on_host=where == "host")
+    for cover in covers:
+        args.extend(["--remount-ro", cover])
+    return args
 
 
 def bubblewrap_command(slot: int, tmp_size_mb: int) -> list[str]:
@@ -63,25 +142,9 @@ def bubblewrap_command(slot: int, tmp_size_mb: int) -> list[str]:
     if not as_root:
         command += ["--unshare-user", "--disable-userns"]
     command += ["--die-with-parent", "--as-pid-1", "--new-session", "--ro-bind", "/", "/"]
-    needed = _needed_trees()
-    covered: set[str] = set()
-    if as_root:  # the runner's uid must reach the interpreter through directories like /root (0700)
-        for tree in needed:
-            hidden, bind = _hidden_ancestors(tree)
-            if hidden is None or bind in covered:
-                continue
-            if hidden not in covered:
-                command += ["--tmpfs", hidden]
-                covered.add(hidden)
-            command += ["--ro-bind", bind, bind]
-            covered.add(bind)
+    # a fresh /tmp hides the host's; what the runner needs of it (a checkout, a venv) is bound back
     command += ["--perms", "1777", "--size", str(tmp_size_mb << 20), "--tmpfs", "/tmp"]
-    # the fresh /tmp hides whatever of the runner lives under the host's /tmp (a checkout, a venv)
-    bound_under_tmp: list[str] = []
-    for tree in (t for t in needed if t.startswith("/tmp/")):  # sorted: parents first
-        if not any(tree == b or tree.startswith(b + "/") for b in bound_under_tmp):
-            command += ["--ro-bind", tree, tree]
-            bound_under_tmp.append(tree)
+    command += mount_plan(_needed_trees(), as_root)
     command += [
         "--dev",
         "/dev",
@@ -109,14 +172,14 @@ def bubblewrap_command(slot: int, tmp_size_mb: int) -> list[str]:
         ]
     # -S: no site.py and .pth processing (a leaner runner forks faster); the runner puts the
     # site-packages directories on sys.path itself, so programs can still import numpy etc.
-    command += [sys.executable, "-I", "-S", "-B", ZYGOTE_PATH, "/tmp/judge", os.pathsep.join(_site_packages())]
+    command += [_executable(), "-I", "-S", "-B", ZYGOTE_PATH, "/tmp/judge", os.pathsep.join(_site_packages())]
     return command  # + the two pipe fds, appended by Sandbox
 
 
 def _site_packages() -> list[str]:
     import site
 
-    return [p for p in site.getsitepackages() if os.path.isdir(p)]
+    return [os.path.realpath(p) for p in site.getsitepackages() if os.path.isdir(p)]
 
 
 class Sandbox:
@@ -132,9 +195,10 @@ class Sandbox:
         self._process: subprocess.Popen | None = None
 
     def _start(self) -> None:
+        command = bubblewrap_command(self.slot, self.tmp_size_mb)  # SandboxUnavailable without bwrap
         request_read, request_write = os.pipe()
         response_read, response_write = os.pipe()
-        command = bubblewrap_command(self.slot, self.tmp_size_mb) + [str(request_read), str(response_write)]
+        command += [str(request_read), str(response_write)]
         try:
             self._process = subprocess.Popen(
                 command,
@@ -144,6 +208,10 @@ class Sandbox:
                 pass_fds=(request_read, response_write),
                 close_fds=True,
             )
+        except OSError as error:
+            os.close(request_write)
+            os.close(response_read)
+            raise SandboxUnavailable(f"bubblewrap could not be started ({command[0]}): {error}") from error
         finally:
             os.close(request_read)
             os.close(response_write)

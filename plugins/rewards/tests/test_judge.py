@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -119,14 +124,91 @@ def test_parse_tests_accepts_the_dataset_shapes():
         parse_tests({"inputs": ["1"], "outputs": []})
 
 
-def test_runner_files_under_the_hosts_tmp_are_bound_over_the_fresh_tmp(monkeypatch, tmp_path):
-    """A checkout or venv under /tmp (CI clones there) must stay visible inside the sandbox."""
+#: folders (mode) and files (text) or links ("->target") under each test root: three untraversable
+#: levels above the trees, and one tree that is untraversable itself
+LAYOUT = {
+    "a": 0o700,
+    "a/secret.txt": "secret",
+    "a/b": 0o755,
+    "a/b/c": 0o700,
+    "a/b/c/other.txt": "secret",
+    "a/b/c/tree": 0o700,
+    "a/b/c/tree/file.txt": "file",
+    "a/b/c/tree/sub": 0o755,
+    "a/b/c/tree/sub/x.txt": "x",
+    "a/b/c/tree/link": "->file.txt",
+    "a/b/c/open": 0o755,
+    "a/b/c/open/y.txt": "y",
+    "a/b/c/open/deep": 0o700,  # inside a bound tree, above another tree
+    "a/b/c/open/deep/hidden.txt": "secret",
+    "a/b/c/open/deep/inner": 0o755,
+    "a/b/c/open/deep/inner/z.txt": "z",
+}
+
+
+def _make_layout(root: Path) -> None:
+    for name, entry in LAYOUT.items():
+        path = root / name
+        if isinstance(entry, int):
+            path.mkdir()
+        elif entry.startswith("->"):
+            path.symlink_to(entry[2:])
+        else:
+            path.write_text(entry)
+    for name, entry in sorted(LAYOUT.items(), reverse=True):  # children first
+        if isinstance(entry, int):
+            (root / name).chmod(entry)
+
+
+def _as_runner(plan: list[str], script: str) -> subprocess.CompletedProcess:
+    """``script`` in a sandbox with ``plan``'s mounts, as the runner's user (uid 60000 when root)."""
+    command = ["bwrap", "--unshare-pid", "--unshare-net", "--die-with-parent", "--ro-bind", "/", "/"]
+    command += [
+        "--perms",
+        "1777",
+        "--size",
+        str(16 << 20),
+        "--tmpfs",
+        "/tmp",
+        *plan,
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+    ]
+    if os.geteuid() != 0:
+        command[1:1] = ["--unshare-user"]
+    else:
+        command += ["/usr/bin/setpriv", "--reuid", "60000", "--regid", "60000", "--clear-groups", "--no-new-privs"]
+    return subprocess.run([*command, "/bin/sh", "-c", script], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_the_runner_reaches_its_trees_through_untraversable_folders_at_any_depth(tmp_path):
+    """Issue 42: a checkout or venv under a ``mktemp -d`` folder (0700) in /tmp, or under several
+    0700 folders elsewhere (``/root/...``), as root: each needed tree is readable by the runner's
+    uid at its own path, read-only, and nothing else of those folders is visible."""
     from reasonrl.plugins.rewards.judge import sandbox
 
-    assert str(tmp_path).startswith("/tmp/")
-    (tmp_path / "venv" / "lib").mkdir(parents=True)
-    monkeypatch.setattr(sandbox, "_needed_trees", lambda: [str(tmp_path), str(tmp_path / "venv" / "lib"), "/usr/lib"])
-    command = sandbox.bubblewrap_command(0, 64)
-    tmpfs = command.index("/tmp", command.index("--tmpfs", command.index("--size")))
-    binds = [command[i + 1] for i in range(tmpfs, len(command) - 1) if command[i] == "--ro-bind"]
-    assert binds == [str(tmp_path)]  # after the tmpfs, once: the nested tree is covered by its parent
+    outside = Path(tempfile.mkdtemp(prefix="reasonrl-judge-", dir="/var/tmp")).resolve()  # 0700, not under /tmp
+    try:
+        for root in (tmp_path, outside):
+            _make_layout(root)
+        trees = [str(root / "a/b/c" / name) for root in (tmp_path, outside) for name in ("tree", "open")]
+        inner = [str(root / "a/b/c/open/deep/inner") for root in (tmp_path, outside)]
+        plan = sandbox.mount_plan(trees + inner, as_root=os.geteuid() == 0)
+        reads = " ".join(
+            f"{t}/file.txt {t}/sub/x.txt {t}/link" if t.endswith("tree") else f"{t}/y.txt {t}/deep/inner/z.txt"
+            for t in trees
+        )
+        hidden = [
+            str(root / "a" / name)
+            for root in (tmp_path, outside)
+            for name in ("secret.txt", "b/c/other.txt", "b/c/open/deep/hidden.txt")
+        ]
+        script = f"cat {reads} && for f in {' '.join(hidden)}; do test ! -e $f || echo LEAK $f; done"
+        script += f"; for d in {trees[0]} {trees[1]} {outside}/a; do touch $d/new 2>/dev/null && echo WRITABLE $d; done"
+        result = _as_runner(plan, script)
+        assert result.stdout == "filexfileyz" * 2, result.stdout + result.stderr
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
