@@ -3,7 +3,8 @@
 verl's ``file`` logger writes one JSON line per step (``{"step": s, "data": {metric: v}}``)
 and truncates its file when it starts, so ``reasonrl train`` gives every launch its own
 file under ``<run dir>/metrics/``; a resumed run's files are merged here by step (a later
-launch wins for a repeated step).
+launch wins for a repeated step). A missing folder, no metrics or a damaged record is refused
+with :class:`reasonrl.errors.UserError` naming the folder or ``file:line``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 from pathlib import Path
 
 from reasonrl.contracts import CliCommand
+from reasonrl.errors import UserError
 
 REWARD_KEYS = ("critic/score/mean", "critic/rewards/mean")
 LENGTH_KEYS = ("response_length/mean",)
@@ -24,12 +26,26 @@ def metric_files(run_dir: Path) -> list[Path]:
 
 
 def read_metrics_file(path: Path) -> dict[int, dict[str, float]]:
-    """``{step: {metric: value}}`` of one launch's file (a step's records are merged)."""
+    """``{step: {metric: value}}`` of one launch's file (a step's records are merged). A last
+    line without its newline (a record being written, or cut by a kill) is left out; any other
+    line that is not a ``{"step", "data"}`` record raises UserError(``path:line``)."""
+    text = Path(path).read_text()
+    lines = text.splitlines()
     steps: dict[int, dict[str, float]] = {}
-    for line in Path(path).read_text().splitlines():
-        if line.strip():
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
             record = json.loads(line)
-            steps.setdefault(int(record["step"]), {}).update(record["data"])
+            step, data = int(record["step"]), dict(record["data"])
+        except (ValueError, TypeError, KeyError) as error:
+            if number == len(lines) and not text.endswith("\n"):
+                break  # incomplete last record
+            detail = f"missing {error}" if isinstance(error, KeyError) else str(error)
+            raise UserError(
+                f"{path}:{number}", f'not a metrics record {{"step": s, "data": {{...}}}} ({detail})'
+            ) from None
+        steps.setdefault(step, {}).update(data)
     return steps
 
 
@@ -58,6 +74,18 @@ def moving_average(values: list[float], window: int) -> list[float]:
 def plot_run(run_dir: Path, out: Path | None = None) -> Path:
     """Write a PNG of reward (train, and greedy validation when logged) and response length
     per step; return its path."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise UserError(run_dir, "no such folder" if not run_dir.exists() else "not a folder (give the run's folder)")
+    metrics = load_metrics(run_dir)
+    if not metrics:
+        raise UserError(
+            run_dir / "metrics",
+            "no metrics records (*.jsonl) here: is this a reasonrl train run folder, and was the 'file' logger on?",
+        )
+    out = Path(out or run_dir / "training_curves.png")
+    if not out.parent.is_dir():
+        raise UserError(out, f"its folder {out.parent} does not exist")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -65,10 +93,6 @@ def plot_run(run_dir: Path, out: Path | None = None) -> Path:
 
     from reasonrl.progress import validation_score
 
-    metrics = load_metrics(run_dir)
-    if not metrics:
-        raise FileNotFoundError(f"no metrics under {Path(run_dir) / 'metrics'} (was the 'file' logger on?)")
-    out = Path(out or Path(run_dir) / "training_curves.png")
     figure, (reward_axis, length_axis) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
 
     def curve(pick) -> tuple[list[int], list[float]]:

@@ -8,6 +8,38 @@ import sys
 from pathlib import Path
 
 from reasonrl.contracts import CliCommand
+from reasonrl.errors import UserError
+
+
+def check_checkpoint(path: Path, option: str) -> None:
+    """``path`` is a Hugging Face checkpoint folder (config.json), else UserError naming it —
+    checked before vLLM or a trainer starts."""
+    if not path.exists():
+        raise UserError(path, f"no such folder ({option}: a Hugging Face checkpoint folder)")
+    if not path.is_dir() or not (path / "config.json").is_file():
+        raise UserError(path, f"not a Hugging Face checkpoint folder: no config.json ({option})")
+
+
+def check_parquet(path: Path, option: str, columns: tuple[str, ...]) -> None:
+    """``path`` is a parquet file with ``columns`` (its schema read, not its rows), else UserError."""
+    if not path.is_file():
+        raise UserError(path, f"no such file ({option})")
+    import pyarrow.parquet as pq
+
+    try:
+        names = set(pq.read_schema(path).names)
+    except Exception as error:  # pyarrow's errors: a file that is not parquet, or a damaged one
+        raise UserError(path, f"not a readable parquet file ({option}): {error}") from None
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise UserError(path, f"has no column {missing[0]!r} ({option} needs {', '.join(columns)})")
+
+
+def check_numbers(checks: list[tuple[str, object, bool, str]]) -> None:
+    """(option, value, ok, allowed): the first not ok raises UserError(option)."""
+    for option, value, ok, allowed in checks:
+        if not ok:
+            raise UserError(option, f"{value}; allowed: {allowed}")
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
@@ -65,6 +97,16 @@ def _run(args: argparse.Namespace) -> int:
     if args.action == "dpo":
         from reasonrl.plugins.long2short.dpo import train
 
+        check_checkpoint(args.model, "--model")
+        check_parquet(args.pairs, "--pairs", ("prompt", "chosen", "rejected"))
+        check_numbers(
+            [
+                ("--beta", args.beta, args.beta > 0, "> 0"),
+                ("--lr", args.lr, args.lr > 0, "> 0"),
+                ("--steps", args.steps, args.steps >= 1, ">= 1"),
+                ("--batch-size", args.batch_size, args.batch_size >= 1, ">= 1"),
+            ]
+        )
         try:
             log = train(
                 args.model,
@@ -76,19 +118,23 @@ def _run(args: argparse.Namespace) -> int:
                 batch_size=args.batch_size,
                 seed=args.seed,
             )
-        except ValueError as error:
-            print(f"reasonrl long2short dpo: {error}", file=sys.stderr)
-            return 2
+        except ValueError as error:  # e.g. a pairs file without pairs: named by the trainer
+            raise UserError("", str(error)) from None
         print(f"long2short dpo: {json.dumps({'steps': len(log), 'first': log[0], 'last': log[-1]})}", flush=True)
         return 0
     from reasonrl.plugins.long2short.rejection import run
 
-    if args.n < 2:
-        print(
-            f"reasonrl long2short sample: --n: {args.n} samples per question cannot be rejection-sampled (at least 2)",
-            file=sys.stderr,
-        )
-        return 2
+    # every input checked before vLLM loads the model
+    check_numbers(
+        [
+            ("--n", args.n, args.n >= 2, "at least 2 samples per question (rejection sampling compares them)"),
+            ("--max-tokens", args.max_tokens, args.max_tokens >= 1, ">= 1"),
+            ("--temperature", args.temperature, args.temperature >= 0, ">= 0"),
+            ("--limit", args.limit, args.limit is None or args.limit >= 1, ">= 1 questions"),
+        ]
+    )
+    check_checkpoint(args.model, "--model")
+    check_parquet(args.data, "--data", ("prompt", "reward_model"))
     stats = run(
         args.model,
         args.data,

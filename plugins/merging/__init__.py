@@ -6,8 +6,9 @@ magnitude normalization, DARE drop with rescaling, SCE-style sign erasure) and K
 
 - ``fusion.py``: the rules on tensors (framework-free; facade ``reasonrl.api.fuse_task_vectors``);
 - ``safetensors_io.py`` / ``checkpoints.py``: the streaming checkpoint merge (a few tensors per
-  model resident, nothing written on a bad input);
-- ``cli.py``: ``reasonrl merge --config merge.yaml``; ``bench.py``: ``reasonrl bench merge``.
+  model resident, every file validated as safetensors does, nothing written on a bad input);
+- ``cli.py``: ``reasonrl merge --config merge.yaml``; ``bench.py``: ``reasonrl bench merge``;
+  ``inputs.py``: the commands' YAML read with named errors (``file:line``).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
+from reasonrl.errors import UserError
 from reasonrl.plugins.merging.fusion import Rule, chunk_bounds
 from reasonrl.plugins.merging.safetensors_io import (
     DTYPES,
@@ -31,30 +32,51 @@ from reasonrl.plugins.merging.safetensors_io import (
 ARCHITECTURE_KEYS = ("architectures", "model_type")
 
 
-class MergeError(ValueError):
-    """A merge that cannot run; the message names the file, tensor or key."""
+class MergeError(UserError, ValueError):
+    """A merge that cannot run: ``subject`` is the file, the message names the tensor or key."""
+
+    def __reduce__(self):  # picklable (a worker process may raise it)
+        return type(self), (self.subject, self.message)
 
 
 def safetensors_files(model: Path) -> list[Path]:
     """The checkpoint's safetensors files (sharded or not)."""
     model = Path(model)
     if not model.is_dir():
-        raise MergeError(f"{model}: not a checkpoint folder")
+        raise MergeError(model, "not a checkpoint folder")
     index = model / "model.safetensors.index.json"
     if index.exists():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        shards = sorted(set(index_weight_map(index).values()))
         return [model / shard for shard in shards]
     files = sorted(model.glob("*.safetensors"))
     if not files:
-        raise MergeError(f"{model}: no *.safetensors file (save the checkpoint with safe_serialization)")
+        raise MergeError(model, "no *.safetensors file (save the checkpoint with safe_serialization)")
     return files
+
+
+def index_weight_map(index: Path) -> dict[str, str]:
+    """``weight_map`` (tensor name -> shard file) of a sharded checkpoint's index."""
+    try:
+        weight_map = json.loads(index.read_text())["weight_map"]
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise MergeError(index, f"not valid JSON ({error})") from None
+    except (KeyError, TypeError):
+        raise MergeError(index, "has no weight_map (tensor name -> shard file)") from None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise MergeError(index, "weight_map must map tensor names to shard file names")
+    return weight_map
 
 
 def architecture(model: Path) -> dict:
     config = Path(model) / "config.json"
     if not config.exists():
-        raise MergeError(f"{config}: missing (a Hugging Face checkpoint folder has one)")
-    values = json.loads(config.read_text())
+        raise MergeError(config, "missing (a Hugging Face checkpoint folder has one)")
+    try:
+        values = json.loads(config.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise MergeError(config, f"not valid JSON ({error})") from None
+    if not isinstance(values, dict):
+        raise MergeError(config, "not a JSON object of model settings")
     return {key: values.get(key) for key in ARCHITECTURE_KEYS}
 
 
@@ -63,11 +85,32 @@ class Checkpoint:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.files = [read_header(file) for file in safetensors_files(self.path)]
+        self.files = [read_header(file) for file in safetensors_files(self.path)]  # each validated
         self.where: dict[str, SafetensorsFile] = {}
         for file in self.files:
-            for name in file.entries:
+            for name, entry in file.entries.items():
+                if name in self.where:
+                    raise MergeError(file.path, f"tensor {name!r} is also in {self.where[name].path}")
+                if entry.dtype not in DTYPES:
+                    raise MergeError(
+                        file.path,
+                        f"tensor {name!r} has dtype {entry.dtype}, which the merge does not read "
+                        f"(it reads {', '.join(DTYPES)})",
+                    )
                 self.where[name] = file
+        index = self.path / "model.safetensors.index.json"
+        if index.exists():
+            listed = index_weight_map(index)
+            wrong = sorted(n for n in set(listed) | set(self.where) if n not in self.where or n not in listed
+                           or listed[n] != self.where[n].path.name)  # fmt: skip
+            if wrong:
+                name = wrong[0]
+                held = self.where[name].path.name if name in self.where else "no shard"
+                raise MergeError(
+                    index,
+                    f"weight_map puts tensor {name!r} in {listed.get(name, 'no shard')}, {held} holds it "
+                    f"({len(wrong)} such tensor(s))",
+                )
 
     def shape(self, name: str) -> tuple[int, ...]:
         return self.where[name].entries[name].shape
@@ -81,19 +124,19 @@ def check_compatible(base: Checkpoint, others: Sequence[Checkpoint]) -> None:
         found = architecture(other.path)
         if found != expected:
             raise MergeError(
-                f"{other.path / 'config.json'}: architecture {found} differs from the base's {expected} "
-                f"({base.path / 'config.json'})"
+                other.path / "config.json",
+                f"architecture {found} differs from the base's {expected} ({base.path / 'config.json'})",
             )
         missing, extra = sorted(set(base.where) - set(other.where)), sorted(set(other.where) - set(base.where))
         if missing or extra:
             raise MergeError(
-                f"{other.path}: tensor names differ from {base.path} (missing {missing[:5]}, extra {extra[:5]})"
+                other.path, f"tensor names differ from {base.path} (missing {missing[:5]}, extra {extra[:5]})"
             )
         for name in base.where:
             if other.shape(name) != base.shape(name):
                 raise MergeError(
-                    f"{other.where[name].path}: tensor {name!r} has shape {other.shape(name)}, "
-                    f"{base.where[name].path} has {base.shape(name)}"
+                    other.where[name].path,
+                    f"tensor {name!r} has shape {other.shape(name)}, {base.where[name].path} has {base.shape(name)}",
                 )
 
 
@@ -127,7 +170,7 @@ def merge_checkpoints(
     folder with the base's layout and non-tensor files)."""
     output = Path(output)
     if output.exists() and any(output.iterdir()):
-        raise MergeError(f"{output}: exists and is not empty (choose a new output folder)")
+        raise MergeError(output, "exists and is not empty (choose a new output folder)")
     first = Checkpoint(base)
     rest = [Checkpoint(path) for path in others]
     check_compatible(first, rest)

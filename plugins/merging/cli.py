@@ -8,7 +8,8 @@ The YAML names the method and its models and knobs (keys of :class:`MergeSpec`):
     output: ckpt/fused
     drop_rate: 0.0
 
-Bad values stop the command before anything is written, naming the key (``merge.<key>``) or file.
+Bad values stop the command before anything is written, naming the key (``merge.<key>``) or file
+(:class:`reasonrl.errors.UserError`: ``reasonrl merge: <file>: <what is wrong>``, exit 2).
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 from reasonrl.config import ConfigError, knob, validate_group
 from reasonrl.contracts import CliCommand, ConfigGroup
+from reasonrl.errors import UserError
+from reasonrl.plugins.merging.inputs import read_yaml
 
 
 @dataclasses.dataclass
@@ -63,15 +64,16 @@ class MergeSpec:
                 )
         elif not self.experts:
             raise ConfigError("merge.experts", "needs at least one checkpoint")
+        bad = [e for e in self.experts if not isinstance(e, str)]
+        if bad:
+            raise ConfigError("merge.experts", f"a list of checkpoint folders, got {bad[0]!r}")
 
 
 MERGE_GROUP = ConfigGroup("merge", MergeSpec, "reasonrl merge --config: method, models, knobs")
 
 
 def load_spec(path: Path) -> MergeSpec:
-    values = yaml.safe_load(Path(path).read_text()) or {}
-    if not isinstance(values, dict):
-        raise ConfigError("merge", f"{path}: expected a mapping of keys, got {type(values).__name__}")
+    values = read_yaml(path)
     base = Path(path).parent  # relative checkpoint paths are relative to the YAML file
     for key in ("base", "output"):
         if isinstance(values.get(key), str):
@@ -104,8 +106,6 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from reasonrl.plugins.merging.checkpoints import MergeError
-
     start = time.monotonic()
 
     def progress(done: int, total: int) -> None:
@@ -116,12 +116,11 @@ def _run(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
-    try:
+    try:  # bad files and checkpoints raise UserError (MergeError is one) naming themselves
         spec = load_spec(args.config)
-        output = run_spec(spec, progress)
-    except (ConfigError, MergeError, FileNotFoundError) as error:
-        print(f"reasonrl merge: {args.config}: {error}", file=sys.stderr)
-        return 2
+    except ConfigError as error:
+        raise UserError(args.config, str(error)) from None
+    output = run_spec(spec, progress)
     print(f"[reasonrl] merge: {spec.method} of {len(spec.experts)} checkpoint(s) written to {output}", flush=True)
     return 0
 
@@ -135,19 +134,16 @@ def _configure_pipeline(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_pipeline(args: argparse.Namespace) -> int:
-    from reasonrl.plugins.merging.checkpoints import MergeError
     from reasonrl.plugins.merging.domain_parallel import load_spec, run, write_demo
 
+    if args.demo is None and args.config is None:
+        raise UserError("", "give --config or --demo")
     config = write_demo(args.demo, args.demo_steps) if args.demo else args.config
-    if config is None:
-        print("reasonrl domain-parallel: give --config or --demo", file=sys.stderr)
-        return 2
-    try:
+    try:  # the spec and every RL run's config are checked before any stage starts
         spec = load_spec(config)
         table = run(spec, log=lambda line: print(f"[reasonrl] domain-parallel: {line}", flush=True))
-    except (ConfigError, MergeError, RuntimeError) as error:
-        print(f"reasonrl domain-parallel: {config}: {error}", file=sys.stderr)
-        return 2
+    except (ConfigError, RuntimeError) as error:  # RuntimeError: an RL stage failed (its log is named)
+        raise UserError(config, str(error)) from None
     except KeyboardInterrupt:
         print(f"[reasonrl] domain-parallel: interrupted; the same command resumes ({config})", flush=True)
         return 130

@@ -9,6 +9,11 @@ on the next launch; an interrupted RL stage resumes from its own last checkpoint
 ``resume_mode: auto``); the fusion writes its folder atomically. Finally every model (start,
 experts, fused, general) is evaluated on every domain's validation questions (greedy vLLM
 answers, the math reward): ``evaluation.json``, ``evaluation.md`` and ``evaluation.png``.
+
+Before any stage runs, :func:`check_runs` composes every RL run's config still to run as
+``reasonrl train`` will (recipe, overrides, data files) and validates it: a bad recipe or override
+stops the command at once, named, instead of failing inside a child. Each child's Hydra run
+folder is ``<stage folder>/hydra`` (never ``outputs/`` in the working directory).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import yaml
 from reasonrl.child_process import run_through_ctrl_c
 from reasonrl.config import ConfigError, knob, validate_group
 from reasonrl.contracts import ConfigGroup
+from reasonrl.plugins.merging.inputs import read_yaml
 
 DONE = "STAGE_DONE.json"
 #: the models of the evaluation: the starting model, every expert, the fused and the general model
@@ -60,13 +66,19 @@ class PipelineSpec:
         for name, files in self.domains.items():
             if not isinstance(files, dict) or not {"train_files", "val_files"} <= set(files):
                 raise ConfigError(f"domain_parallel.domains.{name}", "needs train_files and val_files")
+        if self.general is not None and not {"train_files", "val_files"} <= set(self.general):
+            raise ConfigError("domain_parallel.general", "needs train_files and val_files (or leave it out)")
+        for key in ("overrides", "expert_overrides", "general_overrides"):
+            bad = [o for o in getattr(self, key) if not isinstance(o, str)]
+            if bad:
+                raise ConfigError(f"domain_parallel.{key}", f"a list of strings key=value, got {bad[0]!r}")
 
 
 PIPELINE_GROUP = ConfigGroup("domain_parallel", PipelineSpec, "reasonrl domain-parallel --config")
 
 
 def load_spec(path: Path) -> PipelineSpec:
-    values = yaml.safe_load(Path(path).read_text()) or {}
+    values = read_yaml(path)
     if isinstance(values.get("workdir"), str):
         values["workdir"] = str(Path(path).parent / values["workdir"])
     try:
@@ -88,11 +100,7 @@ def run_rl(spec: PipelineSpec, folder: Path, data: dict, extra: list[str], log) 
         log(f"{folder.name}: done, skipped")
         return Path(json.loads(done.read_text())["checkpoint"])
     folder.mkdir(parents=True, exist_ok=True)
-    args = [
-        sys.executable, "-m", "reasonrl.cli.main", "train", f"recipe={spec.recipe}", *spec.overrides, *extra,
-        f"data.train_files={_files(data['train_files'])}", f"data.val_files={_files(data['val_files'])}",
-        f"trainer.default_local_dir={folder}", HF_SAVE,
-    ]  # fmt: skip
+    args = [sys.executable, "-m", "reasonrl.cli.main", "train", *train_overrides(spec, folder, data, extra)]
     log(f"{folder.name}: reasonrl train ... (log: {folder / 'train.log'})")
     with open(folder / "train.log", "a") as out:
         if run_through_ctrl_c(args, out) != 0:
@@ -101,6 +109,98 @@ def run_rl(spec: PipelineSpec, folder: Path, data: dict, extra: list[str], log) 
     checkpoint = folder / f"global_step_{step}" / "actor" / "huggingface"
     done.write_text(json.dumps({"checkpoint": str(checkpoint), "step": int(step)}))
     return checkpoint
+
+
+def general_data(spec: PipelineSpec) -> dict:
+    """The general run's data: ``general``, or every domain's files."""
+    return spec.general or {
+        key: [
+            f for files in spec.domains.values() for f in ([files[key]] if isinstance(files[key], str) else files[key])
+        ]
+        for key in ("train_files", "val_files")
+    }
+
+
+def general_extra(spec: PipelineSpec) -> list[str]:
+    """The general run's own overrides: it starts from the fused model."""
+    return [f"actor_rollout_ref.model.path={Path(spec.workdir) / 'fused'}", *spec.general_overrides]
+
+
+def train_overrides(spec: PipelineSpec, folder: Path, data: dict, extra: list[str]) -> list[str]:
+    """The ``reasonrl train`` arguments of one RL stage (Hydra's run folder inside the stage's)."""
+    return [
+        f"recipe={spec.recipe}", *spec.overrides, *extra,
+        f"data.train_files={_files(data['train_files'])}", f"data.val_files={_files(data['val_files'])}",
+        f"trainer.default_local_dir={folder}", HF_SAVE, f"hydra.run.dir={folder / 'hydra'}",
+    ]  # fmt: skip
+
+
+def _hydra_message(error: Exception) -> str:
+    """Hydra's message on one line, without its search-path listing."""
+    text = str(error).split("\nConfig search path:", 1)[0].strip()
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _compose_checked(overrides: list[str], key: str, what: str, validate: bool = True):
+    """``reasonrl train``'s config for ``overrides`` (validated); else ConfigError(``key``)."""
+    from hydra.errors import HydraException, MissingConfigException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from reasonrl.api import validate_config
+    from reasonrl.cli.train import compose_config
+
+    try:
+        config = compose_config(overrides)
+        if validate:
+            validate_config(config)
+    except ConfigError as error:
+        raise ConfigError(key, f"the {what} config: {error}") from None
+    except MissingConfigException as error:
+        group, _, option = (error.missing_cfg_file or "").rpartition("/")
+        if group and getattr(error, "options", None):
+            raise ConfigError(key, f"{option!r} is not a {group}; allowed: {', '.join(error.options)}") from None
+        raise ConfigError(key, f"the {what} config does not compose: {_hydra_message(error)}") from None
+    except (HydraException, OmegaConfBaseException) as error:
+        raise ConfigError(key, f"the {what} config does not compose: {_hydra_message(error)}") from None
+    return config
+
+
+def _local_files(value) -> list[str]:
+    return [v for v in (value if isinstance(value, list) else [value]) if isinstance(v, str) and "://" not in v]
+
+
+def check_runs(spec: PipelineSpec) -> None:
+    """Stop before any stage when an RL run still to do cannot start — the recipe unknown, an
+    override that does not compose or validate, a data file missing — with a ConfigError naming
+    the spec's key. Composing is in-process and writes nothing (a second or two per config)."""
+    for name, files in spec.domains.items():
+        for key in ("train_files", "val_files"):
+            missing = [f for f in _local_files(files[key]) if not Path(f).exists()]
+            if missing:
+                raise ConfigError(f"domain_parallel.domains.{name}.{key}", f"{missing[0]}: no such file")
+    for key in ("train_files", "val_files") if spec.general else ():
+        missing = [f for f in _local_files(spec.general[key]) if not Path(f).exists()]
+        if missing:
+            raise ConfigError(f"domain_parallel.general.{key}", f"{missing[0]}: no such file")
+    work = Path(spec.workdir)
+    first = next(iter(spec.domains))
+    stages = [  # (the spec's key, what, stage folder, data, the stage's own overrides)
+        ("expert_overrides", "expert runs'", work / "experts" / first, spec.domains[first], spec.expert_overrides),
+        ("general_overrides", "general run's", work / "general", general_data(spec), general_extra(spec)),
+    ]
+    stages = [stage for stage in stages if not (stage[2] / DONE).exists()]
+    if not stages:
+        return
+    _compose_checked([f"recipe={spec.recipe}"], "domain_parallel.recipe", "recipe's", validate=False)
+    _compose_checked(
+        [f"recipe={spec.recipe}", *spec.overrides], "domain_parallel.overrides", "RL runs'", validate=False
+    )
+    for key, what, folder, data, extra in stages:
+        try:
+            _compose_checked(train_overrides(spec, folder, data, extra), f"domain_parallel.{key}", what)
+        except ConfigError:  # the shared overrides at fault, or this stage's own
+            _compose_checked([f"recipe={spec.recipe}", *spec.overrides], "domain_parallel.overrides", "RL runs'")
+            raise
 
 
 def starting_model(spec: PipelineSpec) -> Path:
@@ -115,6 +215,7 @@ def run(spec: PipelineSpec, log=print) -> dict:
     from reasonrl.plugins.merging.checkpoints import merge_checkpoints
     from reasonrl.plugins.merging.fusion import Fusion
 
+    check_runs(spec)
     work = Path(spec.workdir)
     fused = work / "fused"
     # the starting model is read from the composed config only where it is needed (a resumed
@@ -132,15 +233,7 @@ def run(spec: PipelineSpec, log=print) -> dict:
             fused,
             Fusion(spec.normalize, spec.drop_rate, spec.erase, spec.seed, spec.scale),
         )
-    general_data = spec.general or {
-        key: [
-            f for files in spec.domains.values() for f in ([files[key]] if isinstance(files[key], str) else files[key])
-        ]
-        for key in ("train_files", "val_files")
-    }
-    general = run_rl(
-        spec, work / "general", general_data, [f"actor_rollout_ref.model.path={fused}", *spec.general_overrides], log
-    )
+    general = run_rl(spec, work / "general", general_data(spec), general_extra(spec), log)
     every = {"start": {"start": start}, "experts": {f"expert:{n}": p for n, p in experts.items()},
              "fused": {"fused": fused}, "general": {"general": general}}  # fmt: skip
     models = {label: path for kind in MODEL_KINDS if kind in spec.eval_models for label, path in every[kind].items()}

@@ -8,7 +8,6 @@ run resumes where it stopped (distillation: subblock by subblock).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from reasonrl.contracts import CliCommand
@@ -47,38 +46,65 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_settings(path: Path | None, overrides: list[str]):
+def _yaml_value(text: str, where: str):
+    """A YAML document's value; PuzzleError naming ``where`` (``file:line`` for a syntax error)."""
     import yaml
 
+    from reasonrl.plugins.puzzle.settings import PuzzleError
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        problem = getattr(error, "problem", None) or str(error)
+        if mark is None:
+            raise PuzzleError(f"invalid YAML: {problem}", subject=where) from None
+        raise PuzzleError(
+            f"invalid YAML: {problem} (column {mark.column + 1})", subject=f"{where}:{mark.line + 1}"
+        ) from None
+
+
+def load_settings(path: Path | None, overrides: list[str]):
+    """Settings from the YAML at ``path`` and ``--set KEY=VALUE`` overrides, every key checked
+    (PuzzleError naming the file, ``file:line`` or the key) before anything runs."""
     from reasonrl.plugins.puzzle.pipeline import PuzzleError, PuzzleSettings
 
-    values = yaml.safe_load(path.read_text()) if path else {}
+    values = {}
+    if path:
+        try:
+            text = Path(path).read_text()
+        except FileNotFoundError:
+            raise PuzzleError("no such file", subject=str(path)) from None
+        except (OSError, UnicodeDecodeError) as error:
+            raise PuzzleError(f"cannot read: {getattr(error, 'strerror', None) or error}", subject=str(path)) from None
+        values = _yaml_value(text, str(path))
     if values is None:
         values = {}
     if not isinstance(values, dict):
-        raise PuzzleError(f"{path}: expected a mapping of settings")
+        raise PuzzleError(f"expected a mapping of settings, got a YAML {type(values).__name__}", subject=str(path))
     for item in overrides:
         key, _, raw = item.partition("=")
         if not _:
-            raise PuzzleError(f"--set {item!r}: expected KEY=VALUE")
-        values[key] = yaml.safe_load(raw)
+            raise PuzzleError(f"{item!r}: expected KEY=VALUE", subject="--set")
+        values[key] = _yaml_value(raw, f"--set {key}")
     return PuzzleSettings.from_dict(values)
 
 
 def _run(args: argparse.Namespace) -> int:
+    from reasonrl.errors import UserError
     from reasonrl.plugins.puzzle.block_config import BlockConfigError
     from reasonrl.plugins.puzzle.nemo_side import NemoAdapterError
-    from reasonrl.plugins.puzzle.pipeline import Pipeline, PuzzleError
+    from reasonrl.plugins.puzzle.pipeline import Pipeline
     from reasonrl.plugins.puzzle.search import InfeasibleBudget
 
+    # settings, parent, menu and files are checked before any stage (PuzzleError: a UserError)
+    overrides = [*args.set, *(["nemo=true"] if args.target == "nemo" else [])]
+    pipeline = Pipeline(load_settings(args.config, overrides), args.run_dir)
+    stages = Pipeline.STAGES if args.stage == "run" else Pipeline.STAGES[: Pipeline.STAGES.index(args.stage) + 1]
     try:
-        overrides = [*args.set, *(["nemo=true"] if args.target == "nemo" else [])]
-        pipeline = Pipeline(load_settings(args.config, overrides), args.run_dir)
-        stages = Pipeline.STAGES if args.stage == "run" else Pipeline.STAGES[: Pipeline.STAGES.index(args.stage) + 1]
         pipeline.run(stages)
-    except (PuzzleError, BlockConfigError, InfeasibleBudget, NemoAdapterError) as error:
-        print(f"reasonrl puzzle: {error}", file=sys.stderr)
-        return 2
+    except (BlockConfigError, InfeasibleBudget, NemoAdapterError) as error:  # found by a stage: named
+        raise UserError("", str(error)) from None
     return 0
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from reasonrl.plugins.puzzle.block_config import FFN_ROUND, AttentionConfig, BlockConfig, FFNConfig, ffn_mult_for
+from reasonrl.plugins.puzzle.settings import PuzzleError
 
 
 @dataclass(frozen=True)
@@ -45,40 +46,68 @@ class Menu:
 
     @classmethod
     def from_config(cls, config: dict[str, Any], parent_config) -> "Menu":
-        """``{"attention": [...], "ffn": [...]}`` checked against the parent's shape."""
+        """``{"attention": [...], "ffn": [...]}`` checked against the parent's shape (needs only
+        its config: checked before any training); a bad entry raises PuzzleError naming it."""
         heads, kv = parent_config.num_attention_heads, parent_config.num_key_value_heads
         width = parent_config.intermediate_size
+        if not isinstance(config, dict) or set(config) - {"attention", "ffn"}:
+            extra = sorted(set(config) - {"attention", "ffn"}) if isinstance(config, dict) else None
+            raise PuzzleError(
+                f"unknown key {extra[0]!r}; the menu has attention and ffn lists" if extra else
+                f"{config!r} is not a mapping; the menu is {{attention: [...], ffn: [...]}}",
+                subject="menu",
+            )  # fmt: skip
+        for part in ("attention", "ffn"):
+            if not isinstance(config.get(part, []), list) or not config.get(part, [None]):
+                raise PuzzleError(f"{config[part]!r} is not a non-empty list of variants", subject=f"menu.{part}")
         attention = []
         for item in config.get("attention", ["parent"]):
-            if item in ("parent", "linear", "no_op"):
+            if isinstance(item, str) and item in ("parent", "linear", "no_op"):
                 attention.append(AttentionVariant("attention", kv) if item == "parent" else AttentionVariant(item))
             elif isinstance(item, dict) and set(item) == {"kv_heads"}:
-                k = int(item["kv_heads"])
-                if k < 1 or kv % k or heads % k:
-                    raise ValueError(
-                        f"menu attention kv_heads={k}: must divide the parent's {kv} KV heads (and its {heads} query heads)"
+                k = item["kv_heads"]
+                if not isinstance(k, int) or isinstance(k, bool) or k < 1 or kv % k or heads % k:
+                    raise PuzzleError(
+                        f"kv_heads={k!r}: must be a whole number dividing the parent's {kv} KV heads "
+                        f"(and its {heads} query heads)",
+                        subject="menu.attention",
                     )
                 attention.append(AttentionVariant("attention", k))
             else:
-                raise ValueError(f"menu attention entry {item!r}: use 'parent', 'linear', 'no_op' or {{kv_heads: k}}")
+                raise PuzzleError(
+                    f"entry {item!r}: use 'parent', 'linear', 'no_op' or {{kv_heads: k}}", subject="menu.attention"
+                )
         ffn = []
         for item in config.get("ffn", [1.0]):
-            if item in ("linear", "no_op"):
+            if isinstance(item, str) and item in ("linear", "no_op"):
                 ffn.append(FfnVariant(item))
             elif item == "parent":
                 ffn.append(FfnVariant("ffn", width))
-            elif isinstance(item, (int, float)) and 0 < item <= 1:
+            elif isinstance(item, (int, float)) and not isinstance(item, bool) and 0 < item <= 1:
                 size = round(width * item)
                 if size % FFN_ROUND:
-                    raise ValueError(
-                        f"menu ffn fraction {item}: {size} channels of the parent's {width} is not a multiple "
-                        f"of {FFN_ROUND}, which the exported block_configs (ffn_mult) cannot express"
+                    raise PuzzleError(
+                        f"fraction {item}: {size} channels of the parent's {width} is not a multiple "
+                        f"of {FFN_ROUND}, which the exported block_configs (ffn_mult) cannot express",
+                        subject="menu.ffn",
                     )
                 ffn.append(FfnVariant("ffn", size))
             else:
-                raise ValueError(f"menu ffn entry {item!r}: use a fraction in (0, 1], 'parent', 'linear' or 'no_op'")
+                raise PuzzleError(
+                    f"entry {item!r}: use a fraction in (0, 1], 'parent', 'linear' or 'no_op'", subject="menu.ffn"
+                )
         if len(set(attention)) != len(attention) or len(set(ffn)) != len(ffn):
-            raise ValueError("the menu lists a variant twice")
+            raise PuzzleError("lists a variant twice", subject="menu")
+        if AttentionVariant("attention", kv) not in attention:
+            raise PuzzleError(
+                "must keep the parent's own attention ('parent'): the budgets are fractions of the parent's",
+                subject="menu.attention",
+            )
+        if FfnVariant("ffn", width) not in ffn:
+            raise PuzzleError(
+                "must keep the parent's own FFN (1.0 or 'parent'): the budgets are fractions of the parent's",
+                subject="menu.ffn",
+            )
         return cls(tuple(attention), tuple(ffn))
 
     def layer_variants(self) -> list[tuple[AttentionVariant, FfnVariant]]:

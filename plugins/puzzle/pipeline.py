@@ -4,7 +4,9 @@ the run directory and skipped when they are already there (resumable stage by st
 parent → build-library → distill → score → search (+ Pareto front) → export (+ FFN Fusion).
 
 The stages live in ``stages/`` and share one ``PuzzleContext`` (``context.py``); ``Pipeline``
-runs them in order.
+runs them in order, after :func:`check_inputs` has checked what they will need (the parent, the
+menu against the parent's shape, the text files, the device, NeMo's environment) — from configs
+and file names only, so a bad input stops the run in seconds, before the parent trains.
 """
 
 from __future__ import annotations
@@ -37,6 +39,57 @@ _STAGES: dict[str, Callable[[PuzzleContext], None]] = {
 }
 
 
+def planned_parent_config(ctx: PuzzleContext):
+    """The parent's LlamaConfig without loading or training it: the run directory's parent, the
+    toy's config, or the configured folder's config.json."""
+    from transformers import AutoConfig
+
+    if (ctx.parent_dir / "config.json").exists() or (ctx.parent_dir / "SOURCE").exists():
+        return AutoConfig.from_pretrained(ctx.parent_path())
+    if ctx.settings.parent == "toy":
+        from reasonrl.plugins.puzzle.toy import parent_config
+
+        return parent_config(ctx.settings.toy_layers)
+    return AutoConfig.from_pretrained(ctx.settings.parent)
+
+
+def check_inputs(ctx: PuzzleContext, stages) -> None:
+    """What ``stages`` will need, checked before any of them runs (PuzzleError naming the setting)."""
+    from reasonrl.plugins.puzzle.library import Menu
+
+    s = ctx.settings
+    try:
+        device = torch.device(s.device)
+    except (RuntimeError, TypeError) as error:
+        raise PuzzleError(f"{s.device!r} is not a torch device ({error})", subject="device") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise PuzzleError(f"{s.device!r}, but torch sees no CUDA device here; allowed: 'cpu'", subject="device")
+    recorded = (ctx.parent_dir / "config.json").exists() or (ctx.parent_dir / "SOURCE").exists()
+    if s.parent != "toy" and not recorded:
+        check_llama_parent(s.parent)
+    if set(stages) <= {"parent"}:
+        return  # the menu and the data are first used by build-library
+    Menu.from_config(s.menu, planned_parent_config(ctx))
+    if s.parent != "toy" and not (ctx.run_dir / "data.pt").exists():
+        if not s.text_files:
+            raise PuzzleError(
+                "is empty: a real parent needs plain-text files for calibration, distillation and the held-out set",
+                subject="text_files",
+            )
+        missing = [name for name in s.text_files if not Path(name).is_file()]
+        if missing:
+            raise PuzzleError(f"{missing[0]}: no such file", subject="text_files")
+    if s.nemo and "export" in stages:
+        from reasonrl.plugins.puzzle.nemo_side import nemo_venv
+
+        python = nemo_venv() / "bin" / "python"
+        if not python.exists():
+            raise PuzzleError(
+                f"true, but NeMo's side environment {python} is missing; run: bash scripts/setup_env.sh nemo",
+                subject="nemo",
+            )
+
+
 class Pipeline:
     STAGES = tuple(_STAGES)
 
@@ -44,6 +97,7 @@ class Pipeline:
         self.context = PuzzleContext(settings, Path(run_dir), log)
 
     def run(self, stages=STAGES) -> None:
+        check_inputs(self.context, stages)
         for stage in stages:
             _STAGES[stage](self.context)
 
