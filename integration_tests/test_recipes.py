@@ -192,13 +192,15 @@ def test_missing_or_unknown_recipe_lists_the_recipes():
         assert all(name in result.stderr for name in RECIPES)
 
 
-def test_train_help_lists_recipes_and_presets():
+def test_train_help_lists_recipes_presets_and_the_override_forms():
     result = reasonrl_fresh(["train", "--help"])
     assert result.returncode == 0, result.stderr
-    assert (
-        "recipe: kimi_k15, kimi_k15_long2short, longcat, mimo, nemotron" in result.stdout
-        and "preset: cpu_tiny" in result.stdout
-    )
+    assert "recipe=             kimi_k15, kimi_k15_long2short, longcat, mimo, nemotron" in result.stdout
+    assert "+preset=            cpu_tiny" in result.stdout
+    # each plugin option group in the `+reasonrl/<group>=<option>` form a user must type, with examples
+    assert "+reasonrl/rollout=fp8|partial|repeat_detection|seamless|staleness" in result.stdout
+    assert "+reasonrl/sampling=kimi|longcat|mimo|nemotron" in result.stdout
+    assert "Examples:" in result.stdout and "+reasonrl/rollout=staleness" in result.stdout
 
 
 def test_train_help_with_a_recipe_is_hydras_with_reasonrl_header():

@@ -62,6 +62,20 @@ class ConfigGroup:
 
 
 @dataclass(frozen=True)
+class DatasetColumn:
+    """A column the run reads from every row of ``data.train_files`` / ``data.val_files``.
+
+    ``needed_by`` is the config key (or option) that makes the run read it, named in the
+    start-up error; with ``or_extra_info`` a key of the row's ``extra_info`` also serves.
+    """
+
+    name: str
+    needed_by: str
+    or_extra_info: bool = False
+    train_only: bool = False
+
+
+@dataclass(frozen=True)
 class CliCommand:
     """A ``reasonrl <name>`` sub-command: ``configure`` adds arguments, ``run`` returns an exit code."""
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pluggy
 
-from reasonrl.contracts import CliCommand, ConfigGroup, PluginInfo, Registration, TrainerCallback
+from reasonrl.contracts import CliCommand, ConfigGroup, DatasetColumn, PluginInfo, Registration, TrainerCallback
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from omegaconf import DictConfig
@@ -92,6 +92,25 @@ def reasonrl_check_config(config: DictConfig) -> None:
 
     Raise :class:`reasonrl.config.ConfigError` naming the offending key(s) to stop the run
     before any work starts (e.g. two samplers that cannot be stacked).
+    """
+
+
+@hookspec
+def reasonrl_dataset_columns(config: DictConfig) -> list[DatasetColumn]:
+    """Dataset columns the plugin's options read for this run (checked in the driver before Ray
+    starts: a missing column is named with its file and the key that needs it).
+
+    :param config: the composed run config.
+    """
+
+
+@hookspec
+def reasonrl_check_inputs(config: DictConfig) -> None:
+    """Checks that read what the run will use (files, a sandbox), in ``reasonrl train``'s driver
+    once the preset's assets exist and before Ray starts; raise :class:`reasonrl.errors.UserError`
+    naming the file or key to stop the run.
+
+    :param config: the composed, resolved run config.
     """
 
 

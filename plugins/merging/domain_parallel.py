@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -27,6 +28,7 @@ import yaml
 
 from reasonrl.child_process import run_through_ctrl_c
 from reasonrl.config import ConfigError, knob, validate_group
+from reasonrl.console import VERL_CONSOLE_ENV
 from reasonrl.contracts import ConfigGroup
 from reasonrl.plugins.merging.inputs import read_yaml
 
@@ -103,7 +105,8 @@ def run_rl(spec: PipelineSpec, folder: Path, data: dict, extra: list[str], log) 
     args = [sys.executable, "-m", "reasonrl.cli.main", "train", *train_overrides(spec, folder, data, extra)]
     log(f"{folder.name}: reasonrl train ... (log: {folder / 'train.log'})")
     with open(folder / "train.log", "a") as out:
-        if run_through_ctrl_c(args, out) != 0:
+        # train.log is the stage's whole log: verl's console output goes there too
+        if run_through_ctrl_c(args, out, env={**os.environ, VERL_CONSOLE_ENV: "1"}) != 0:
             raise RuntimeError(f"{folder.name}: the RL run failed; see {folder / 'train.log'}")
     step = (folder / "latest_checkpointed_iteration.txt").read_text().strip()
     checkpoint = folder / f"global_step_{step}" / "actor" / "huggingface"
@@ -148,11 +151,14 @@ def _compose_checked(overrides: list[str], key: str, what: str, validate: bool =
 
     from reasonrl.api import validate_config
     from reasonrl.cli.train import compose_config
+    from reasonrl.startup_checks import check_config, check_overrides
 
     try:
+        check_overrides(overrides, compose_config)  # reasonrl train's: a misspelt key named, not Hydra's hint
         config = compose_config(overrides)
         if validate:
             validate_config(config)
+            check_config(config)
     except ConfigError as error:
         raise ConfigError(key, f"the {what} config: {error}") from None
     except MissingConfigException as error:

@@ -112,6 +112,20 @@ def reasonrl_check_config(config) -> None:
 
 
 @hookimpl
+def reasonrl_check_inputs(config) -> None:
+    """A run whose data holds code problems for the local judge probes the judge's sandbox in the
+    driver: a sandbox that cannot start here stops the run before Ray starts, not at step 1."""
+    from omegaconf import OmegaConf
+
+    if OmegaConf.select(config, "reasonrl.rewards", default=None) is None:
+        return
+    from reasonrl.plugins.rewards.config import settings_from
+    from reasonrl.plugins.rewards.startup import probe_judge_for_code_data
+
+    probe_judge_for_code_data(config, settings_from(config))
+
+
+@hookimpl
 def reasonrl_cli_commands() -> list[CliCommand]:
     from reasonrl.plugins.rewards.cli import DIFFICULTY_COMMAND, JUDGE_COMMAND
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 
 from reasonrl.config import ConfigError, config_value, require_trainer_mode
-from reasonrl.contracts import CliCommand, ConfigGroup, PluginInfo, TrainerCallback
+from reasonrl.contracts import CliCommand, ConfigGroup, DatasetColumn, PluginInfo, TrainerCallback
 from reasonrl.hookspecs import hookimpl
 from reasonrl.plugins.sampling.config import SAMPLING_GROUP
 
@@ -43,6 +43,26 @@ def reasonrl_trainer_callbacks() -> list[TrainerCallback]:
 @hookimpl
 def reasonrl_config_groups() -> list[ConfigGroup]:
     return [SAMPLING_GROUP]
+
+
+@hookimpl
+def reasonrl_dataset_columns(config) -> list[DatasetColumn]:
+    """The label columns the chosen samplers read from data.train_files (the driver checks them
+    before Ray starts; ``SamplingCallback.on_init_end`` reads them)."""
+    from reasonrl.plugins.sampling.config import KEY, settings_from
+
+    s = settings_from(config)
+    columns = []
+    if s.difficulty_column:
+        columns.append(DatasetColumn(s.difficulty_column, f"{KEY}.difficulty_column", True, True))
+    if s.needs_pass_rates(has_difficulty=bool(s.difficulty_column)):
+        needs = (
+            f"{KEY}.samplers {list(s.samplers)} as {KEY}.pass_rate_column (`reasonrl sampling pass-rates` writes it)"
+        )
+        columns.append(DatasetColumn(s.pass_rate_column, needs, True, True))
+    if s.needs_domains():
+        columns.append(DatasetColumn(s.domain_column, f"{KEY}.domain_filters as {KEY}.domain_column", True, True))
+    return columns
 
 
 @hookimpl

@@ -138,6 +138,19 @@ class SamplingConfig:
             )
         self.domain_filters = check_domain_filters(self.domain_filters)
 
+    def needs_pass_rates(self, has_difficulty: bool) -> bool:
+        """Whether the samplers read a pre-computed pass rate per prompt (the curriculum only without
+        a difficulty label, and not when Kimi's pair may skip it: ``curriculum_optional``)."""
+        optional = self.curriculum_optional and self.selector == "curriculum+prioritized"
+        needs = {"difficulty_filter", "gaussian_curriculum"} | (
+            {"curriculum"} if not has_difficulty and not optional else set()
+        )
+        return bool(needs & set(self.samplers))
+
+    def needs_domains(self) -> bool:
+        """Whether the offline filter reads a domain label per prompt (``domain_filters``)."""
+        return bool(self.domain_filters) and "difficulty_filter" in self.samplers
+
     @property
     def selector(self) -> str:
         """``uniform``, one of ``SELECTORS``, or ``curriculum+prioritized`` for the pair."""

@@ -73,10 +73,7 @@ class SamplingCallback:
             s.pace_steps = int(trainer.total_training_steps)
         # curriculum_optional: Kimi's pair runs prioritized-only without a difficulty signal
         optional = s.curriculum_optional and s.selector == "curriculum+prioritized"
-        needs_rates = {"difficulty_filter", "gaussian_curriculum"} | (
-            {"curriculum"} if difficulty is None and not optional else set()
-        )
-        if pass_rates is None and needs_rates & set(s.samplers):
+        if pass_rates is None and s.needs_pass_rates(has_difficulty=difficulty is not None):
             raise ConfigError(
                 f"{KEY}.pass_rate_column",
                 f"{s.pass_rate_column!r} is not a column (or extra_info key) of every row of data.train_files; `reasonrl sampling pass-rates` writes it",
@@ -88,7 +85,7 @@ class SamplingCallback:
                 flush=True,
             )
         domains = None
-        if s.domain_filters and "difficulty_filter" in s.samplers:
+        if s.needs_domains():
             domains = _text_column(dataset, s.domain_column)
             if domains is None:
                 raise ConfigError(

@@ -195,8 +195,8 @@ def pipeline_yaml(folder: Path, **change) -> Path:
         ({"overrides": ["+preset=cpu_tiny", "+preset=gpu"]}, "domain_parallel.overrides: "),
         (
             {"expert_overrides": ["trainer.total_training_stepz=2"]},
-            "domain_parallel.expert_overrides: the expert runs' config does not compose: "
-            "Could not override 'trainer.total_training_stepz'",
+            "domain_parallel.expert_overrides: the expert runs' config: trainer.total_training_stepz: "
+            "not a key of verl's config or of the recipe; did you mean trainer.total_training_steps?",
         ),
         ({"general_overrides": ["trainer.total_training_steps"]}, "domain_parallel.general_overrides: "),
         (
