@@ -292,3 +292,101 @@ def assert_length_curriculum(steps: dict, resume_log: Path) -> None:
             assert steps[s + 1]["length_curriculum/limit"] == LENGTH_STAGES[stage + up], (s, steps[s], steps[s + 1])
     assert steps[trained[-1]]["length_curriculum/limit"] > LENGTH_STAGES[0], "the curriculum stepped up"
     assert "length_curriculum: state restored" in resume_log.read_text(), tail(resume_log)
+
+
+def wait_for_manifest(run_dir: Path, process: subprocess.Popen, log: Path, min_step: int) -> int:
+    """The first step >= ``min_step`` whose checkpoint is complete: verl's tracker names it and
+    reasonrl's manifest, written right after verl's save, is there (a stop before then would
+    leave the step without one: checked structurally only)."""
+    import time
+
+    from reasonrl.checkpoints import MANIFEST
+    from reasonrl.testing.cpu_runs import LAUNCH_TIMEOUT
+
+    tracker = run_dir / "latest_checkpointed_iteration.txt"
+    deadline = time.monotonic() + LAUNCH_TIMEOUT
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the run ended before checkpoint {min_step}\n{tail(log)}"
+        text = tracker.read_text().strip() if tracker.exists() else ""
+        if text and int(text) >= min_step and (run_dir / f"global_step_{text}" / MANIFEST).exists():
+            return int(text)
+        time.sleep(0.1)
+    raise AssertionError(f"no checkpoint {min_step} within {LAUNCH_TIMEOUT} s\n{tail(log)}")
+
+
+def test_sigterm_stops_as_ctrl_c_and_a_corrupt_checkpoint_is_refused_then_resumed_from_the_last_intact_step(
+    tmp_path, run_tag
+):
+    """Issue 42: SIGTERM (a scheduler's preemption) to a real ``reasonrl train`` mid-run stops it
+    as Ctrl-C does ("interrupted", exit 143, nothing left behind); verl's retention
+    (max_actor_ckpt_to_keep=2) takes whole step folders along; an actor shard cut short is
+    named when the same command is run again (exit 2, before Ray), with the last intact step
+    offered; ``+reasonrl_resume=last_intact`` resumes from it (its plugin state restored exactly)
+    to the end. Two training launches (~2 min each on 2 cores) and one refused in seconds."""
+    import os
+    import signal
+
+    from reasonrl.checkpoints import MANIFEST, step_folders, verify_step
+    from reasonrl.testing.cpu_runs import assert_no_process_left, launch_metrics, run_to_end, tagged_env
+
+    run_dir = tmp_path / "run"
+    total = 4
+    args = train_args(
+        "nemotron",
+        run_dir,
+        f"trainer.total_training_steps={total}",
+        "trainer.test_freq=-1",
+        "trainer.val_before_train=false",
+        "trainer.save_freq=1",
+        "trainer.max_actor_ckpt_to_keep=2",
+    )
+    first_log = tmp_path / "first.log"
+    with first_log.open("w") as out:
+        process = subprocess.Popen(
+            args, stdout=out, stderr=subprocess.STDOUT, env=tagged_env(run_tag), start_new_session=True
+        )
+        try:
+            wait_for_manifest(run_dir, process, first_log, min_step=2)
+            os.kill(process.pid, signal.SIGTERM)  # the driver only, as `kill <pid>` or Kubernetes do
+            process.wait(timeout=120)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 143, tail(first_log)
+    assert "[reasonrl] interrupted by SIGTERM (the same command resumes from the last checkpoint)" in (
+        first_log.read_text()
+    ), tail(first_log)
+    assert_no_process_left(run_tag, "left behind after SIGTERM")
+    saved = int((run_dir / "latest_checkpointed_iteration.txt").read_text())
+    assert 2 <= saved < total, f"stopped after step {saved} of {total}: too late to test a resume"
+    # verl kept two actor checkpoints; the older steps' folders (data.pt, reasonrl/) went with theirs
+    assert {step for step in step_folders(run_dir) if step <= saved} == {saved - 1, saved}, tail(first_log)
+    for step in (saved - 1, saved):
+        assert (run_dir / f"global_step_{step}" / MANIFEST).exists() and verify_step(
+            run_dir / f"global_step_{step}"
+        ) is None
+
+    shard = next((run_dir / f"global_step_{saved}" / "actor").glob("model_world_size_*_rank_0.pt"))
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    refused = subprocess.run(args, capture_output=True, text=True, env=tagged_env(run_tag), timeout=600)
+    assert refused.returncode == 2, refused.stdout[-3000:] + refused.stderr[-3000:]
+    assert f"reasonrl train: {shard}: corrupt checkpoint: " in refused.stderr, refused.stderr[-3000:]
+    intact = run_dir / f"global_step_{saved - 1}"
+    assert f"{intact.name} is intact: rerun with +reasonrl_resume=last_intact" in refused.stderr
+    assert "ray init kwargs" not in refused.stdout, "refused before verl started Ray"
+
+    resume_log = tmp_path / "resume.log"
+    result = run_to_end([*args, "+reasonrl_resume=last_intact"], run_tag, resume_log)
+    assert result.returncode == 0, tail(resume_log)
+    log = resume_log.read_text()
+    assert f"{shard}: corrupt checkpoint" in log and f"resuming from the last intact step, {intact}" in log
+    assert f"{run_dir / f'global_step_{saved}'}: left by an earlier launch; replaced by this save" in log
+    assert_state_restored("sampling", run_dir, saved - 1, resume_log)
+    first_launch, resumed = launch_metrics(run_dir)  # the refused launch wrote no metrics file
+    assert_steps_trained(resumed, range(saved, total + 1), resume_log, RECIPE_REWARD_RANGE["nemotron"])
+    assert "[reasonrl] finished" in log and f"last checkpoint   {run_dir / f'global_step_{total}'}\n" in log
+    # this launch's retention: its own older saves went whole; the step it resumed from is verl's
+    # to keep (verl's retention counts the saves of one launch)
+    assert set(step_folders(run_dir)) == {saved - 1, total - 1, total}, sorted(step_folders(run_dir))
+    for folder in step_folders(run_dir).values():
+        assert verify_step(folder) is None, folder

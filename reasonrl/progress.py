@@ -104,7 +104,7 @@ def step_line(step: int, metrics: dict[str, float], record: RunRecord, memory_in
 
 
 def summary_lines(record: RunRecord, run_dir: Path, outcome: str) -> list[str]:
-    """The end-of-launch summary: steps, reward, validation, time, memory, checkpoint."""
+    """The end-of-launch summary: steps, reward, validation, time, memory, the last intact checkpoint."""
     trained = record.training_steps()
     not_finite = [
         step for step, m in trained.items() if not (isinstance(m[REWARD], (int, float)) and math.isfinite(m[REWARD]))
@@ -113,7 +113,6 @@ def summary_lines(record: RunRecord, run_dir: Path, outcome: str) -> list[str]:
     times = [m[STEP_TIME] for m in trained.values() if STEP_TIME in m]
     head, tail = rewards[: min(5, len(rewards))], rewards[-min(5, len(rewards)) :]
     validation = record.validation()
-    checkpoint = latest_checkpoint(run_dir)
     lines = [f"[reasonrl] {outcome}: {run_dir}"]
     if trained:
         lines.append(
@@ -139,13 +138,21 @@ def summary_lines(record: RunRecord, run_dir: Path, outcome: str) -> list[str]:
     lines.append(
         f"  host memory       peak {record.memory_peak / GIB:.1f} GiB in use ({record.memory_before / GIB:.1f} GiB before the launch)"
     )
-    lines.append(f"  last checkpoint   {checkpoint or 'none'}")
+    lines.append(f"  last checkpoint   {last_checkpoint_line(run_dir)}")
     lines.append(f"  plot              reasonrl plot {run_dir}")
     return lines
 
 
+def last_checkpoint_line(run_dir: Path) -> str:
+    """The last intact step folder, and the newer one verl's tracker names when that one is
+    corrupt (``reasonrl.checkpoints``: its files against its manifest): ``none`` without any."""
+    from reasonrl.checkpoints import checkpoint_status
+
+    return checkpoint_status(run_dir).line()
+
+
 def latest_checkpoint(run_dir: Path) -> Path | None:
-    """verl's last saved step folder (``latest_checkpointed_iteration.txt``), if any."""
+    """verl's last saved step folder (``latest_checkpointed_iteration.txt``), if any, intact or not."""
     tracker = Path(run_dir) / "latest_checkpointed_iteration.txt"
     if not tracker.exists():
         return None

@@ -22,9 +22,10 @@ from verl.utils.dataset.rl_dataset import collate_fn
 
 from reasonrl.bridges import verl_actor_loss
 from reasonrl.bridges.verl_trainer import build_callbacks, callback_state_path, single_callback, single_prompt_source
+from reasonrl.checkpoints import after_verl_save, before_verl_save, load_checkpointed_state
 from reasonrl.compat.verl import colocate_async_trainer_base, sync_trainer_base
 from reasonrl.evaluation import validation_pass_at_k
-from reasonrl.state_io import digest, load_state, save_state
+from reasonrl.state_io import digest, save_state
 
 #: verl's folder for TransferQueue's checkpoint in a step's checkpoint (its async modes use it too)
 TQ_FOLDER = "transfer_queue"
@@ -195,12 +196,16 @@ class ReasonrlTrainerMixin:
         # before verl's own save: its latest_checkpointed_iteration.txt, written last, then
         # marks a checkpoint that holds the plugins' state too
         folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
+        before_verl_save(folder)  # a folder of this step from an earlier launch: replaced, not mixed in
         for name, callback in self.reasonrl_callbacks:
             if hasattr(callback, "state_dict"):
                 save_state(callback_state_path(folder, name), callback.state_dict())
         self._save_kept_groups(folder)
         self._save_inflight_prompt_rows(folder)
         super()._save_checkpoint()
+        # the step's manifest (size and sha256 of its files: reasonrl.checkpoints), then verl's
+        # retention (max_actor_ckpt_to_keep) carried over to the whole step folders
+        after_verl_save(self.config, self.global_steps)
 
     def _save_inflight_prompt_rows(self, folder: str) -> None:
         """verl's async modes checkpoint the prompts still in flight (TransferQueue) and re-issue them
@@ -253,11 +258,12 @@ class ReasonrlTrainerMixin:
 
     def _checkpointed_state(self, name: str, what: str) -> tuple[str, dict]:
         """(path, state) of reasonrl's ``name`` in the checkpoint resumed from; a missing file stops
-        the run: resuming without ``what`` would silently drop it."""
+        the run: resuming without ``what`` would silently drop it. A file that differs from the
+        sha256 its step's manifest recorded, or cannot be read, raises ``CorruptCheckpoint`` naming it."""
         path = callback_state_path(self.resumed_from, name)
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: the checkpoint has no {what}; resuming without it would silently drop it")
-        return path, load_state(path)
+        return path, load_checkpointed_state(path)
 
     def _load_checkpoint(self):
         super()._load_checkpoint()
