@@ -5,7 +5,6 @@ drafts with the MTP layer in rollout, the MTP layer stays frozen and is saved wi
 
 from __future__ import annotations
 
-import json
 import math
 import re
 
@@ -15,8 +14,7 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from reasonrl.plugins.mtp.cli import attach_checkpoint
-from reasonrl.smoke.arithmetic import formatted, make_problems
-from reasonrl.smoke.data import is_code_problem
+from reasonrl.smoke.data import write_sequences
 from reasonrl.smoke.prepare import prepare
 from reasonrl.testing.cpu_runs import assert_steps_trained, launch_metrics, run_to_end, tail, train_args
 
@@ -35,16 +33,7 @@ def smoke_mimo(tmp_path):
     source = prepare() / "model"
     tokenizer = AutoTokenizer.from_pretrained(source)
 
-    def rows(count, seed):
-        """The mimo recipe's task mix (as its smoke data), prompt + answer + EOS."""
-        return [
-            tokenizer(prompt)["input_ids"] + tokenizer(answer)["input_ids"] + [tokenizer.eos_token_id]
-            for index, problem in enumerate(make_problems(count, seed=seed, max_operand=99))
-            for prompt, answer in [formatted(problem, "code" if is_code_problem("mimo", index) else "plain")]
-        ]
-
-    for name, data in (("train", rows(4000, 11)), ("held_out", rows(300, 12))):
-        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"input_ids": row}) + "\n" for row in data))
+    write_sequences(tmp_path, tokenizer, "mimo")  # as `reasonrl smoke sequences --out DIR` writes them
     attach_checkpoint(
         source,
         1,

@@ -17,17 +17,31 @@ import sys
 from pathlib import Path
 
 from reasonrl.contracts import CliCommand
+from reasonrl.errors import UserError
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=("build-toy", "attach", "replicate"))
     parser.add_argument("--out", type=Path, required=True, help="output directory")
-    parser.add_argument("--checkpoint", type=Path, help="replicate: a MiMo-layout checkpoint with >= 1 MTP layer")
-    parser.add_argument("--layers", type=int, default=3, help="replicate: MTP layers after replication (MiMo: 3)")
-    parser.add_argument("--data", type=Path, help="replicate: training sequences (JSONL: input_ids or text)")
-    parser.add_argument("--held-out", type=Path, help="replicate: held-out sequences for the acceptance report")
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        help="attach: a Qwen2 checkpoint; replicate: a MiMo-layout checkpoint with >= 1 MTP layer",
+    )
+    parser.add_argument(
+        "--layers", type=int, default=3, help="attach: new MTP layers; replicate: layers after replication (MiMo: 3)"
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        help="attach, replicate: training sequences (JSONL: input_ids or text); "
+        "for the smoke model: reasonrl smoke sequences --out DIR",
+    )
+    parser.add_argument("--held-out", type=Path, help="attach, replicate: held-out sequences for the acceptance report")
     parser.add_argument("--prompt-length", type=int, default=0, help="acceptance counts positions from here on")
-    parser.add_argument("--steps", type=int, default=None, help="training steps (build-toy 1500, replicate 300)")
+    parser.add_argument(
+        "--steps", type=int, default=None, help="training steps (build-toy 1500, attach and replicate 300)"
+    )
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)
 
@@ -144,6 +158,10 @@ def _run(args: argparse.Namespace) -> int:
         missing = [name for name in ("checkpoint", "data", "held_out") if getattr(args, name) is None]
         if missing:
             raise ValueError(f"{args.action} needs --{', --'.join(name.replace('_', '-') for name in missing)}")
+        for name in ("checkpoint", "data", "held_out"):
+            if not getattr(args, name).exists():
+                option = "--" + name.replace("_", "-")
+                raise UserError(option, f"{getattr(args, name)}: no such file or folder")
         command = attach_checkpoint if args.action == "attach" else replicate_checkpoint
         report = command(
             args.checkpoint,

@@ -12,6 +12,7 @@ such callbacks runs verl's own ``sync`` mode unchanged.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from reasonrl.contracts import CliCommand
+from reasonrl.errors import USER_ERROR_EXIT, UserError, debug_enabled, user_error_line
 
 CONFIG_MODULE = "reasonrl.hydra_configs"
 CONFIG_NAME = "reasonrl_trainer"
@@ -154,44 +156,159 @@ def pin_run_paths(config: Any) -> Path | None:
     return Path(path)
 
 
+def check_run_inputs(config: Any) -> None:
+    """The config's checks (also for library callers of :func:`run_training`) and the files the
+    run reads (model folder, dataset columns), after the preset has made its assets; raise
+    :class:`UserError` naming the key or file."""
+    from reasonrl.startup_checks import check_config, check_inputs
+
+    check_config(config)  # a ConfigError is a UserError: named, exit 2
+    check_inputs(config)
+
+
+#: the summary's outcome of a launch stopped by Ctrl-C or SIGTERM
+INTERRUPTED = "interrupted (the same command resumes from the last checkpoint)"
+INTERRUPTED_BY_SIGTERM = "interrupted by SIGTERM (the same command resumes from the last checkpoint)"
+#: exit code of a launch stopped by SIGTERM: 128 + 15, as shells, Slurm and Kubernetes report a
+#: process SIGTERM ended (Ctrl-C gives 130, ``reasonrl.cli.main``)
+SIGTERM_EXIT = 143
+
+
+class SigtermAsCtrlC:
+    """SIGTERM (``kill``, a scheduler's preemption) ends a launch as Ctrl-C does: a
+    KeyboardInterrupt in the driver's main thread, so verl and Ray unwind and shut down the
+    same way, and the summary says "interrupted".
+
+    ``ray.init`` (called by verl's ``main`` body) installs Ray's own driver handler, whose
+    ``sys.exit(15)`` Ray turns into ``SystemExit(1)`` inside ``ray.get`` (and the process then
+    aborted in a CPU run): while this is active, ``ray.init`` is wrapped to put this handler back
+    once Ray has started (``ray.init`` is Ray's public API; verl 0.9 calls it through the ``ray``
+    module). A SIGTERM during ``ray.init`` itself meets Ray's handler: its ``SystemExit(15)`` counts
+    as the same stop. After the first SIGTERM, further ones are ignored so they cannot cut the
+    summary or Ray's shutdown at exit short (a scheduler's SIGKILL after its grace period still
+    ends everything)."""
+
+    def __init__(self) -> None:
+        self.received = False
+        self._installed = False
+        self._previous: Any = None
+        self._ray: Any = None
+        self._ray_init: Any = None
+
+    def __enter__(self) -> "SigtermAsCtrlC":
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+            self._installed = True
+            self._wrap_ray_init()
+        return self
+
+    def _wrap_ray_init(self) -> None:
+        import functools
+        import signal
+        import threading
+
+        try:
+            import ray
+        except ImportError:
+            return
+        self._ray, self._ray_init = ray, ray.init
+
+        @functools.wraps(ray.init)
+        def init(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return self._ray_init(*args, **kwargs)
+            finally:
+                if threading.current_thread() is threading.main_thread():
+                    signal.signal(signal.SIGTERM, self._handle)
+
+        ray.init = init
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if not self.received:
+            self.received = True
+            raise KeyboardInterrupt
+
+    def stopped(self, error: BaseException) -> bool:
+        """Whether ``error`` ends the launch because of SIGTERM (ours, or Ray's handler's exit)."""
+        import signal
+
+        if not self.received and isinstance(error, SystemExit) and error.code == signal.SIGTERM:
+            self.received = True
+            if self._installed:  # ours again, over Ray's: a second SIGTERM is ignored
+                signal.signal(signal.SIGTERM, self._handle)
+        return self.received
+
+    def __exit__(self, *exc_info: Any) -> None:
+        import signal
+
+        if self._ray is not None:
+            self._ray.init = self._ray_init
+        if self._installed and not self.received:
+            signal.signal(signal.SIGTERM, self._previous)
+
+
 def run_training(config: Any) -> None:
     """Validate, load the plugins, and hand the config to verl's own trainer entry point.
 
     With verl's ``file`` logger on, a progress line per step and a final summary are printed
-    (``reasonrl.progress``); they read what verl logged.
+    (``reasonrl.progress``); they read what verl logged. Before anything is built the run
+    folder must be writable and the checkpoint a resume starts from intact
+    (``reasonrl.checkpoints``). SIGTERM stops the launch as Ctrl-C does, with exit code 143.
     """
     from reasonrl.api import validate_config
+    from reasonrl.checkpoints import prepare_run_folder
+    from reasonrl.console import QuietConsole, launch_log_path, verl_console
     from reasonrl.progress import ProgressDisplay, summary_lines
 
-    validate_config(config)
-    check_upstream_versions(config)
-    run_prepare_step(config)
-    metrics_path = pin_run_paths(config)
-    export_runtime_env(config)
-    resolve_in_driver(config)
-    check_verl_bridge()
-    from reasonrl.compat.verl import run_main_ppo
+    with SigtermAsCtrlC() as sigterm:
+        try:
+            validate_config(config)
+            check_upstream_versions(config)
+            prepare_run_folder(config)  # seconds, before the preset's assets and Ray
+            run_prepare_step(config)
+            metrics_path = pin_run_paths(config)
+            export_runtime_env(config)
+            resolve_in_driver(config)
+            check_run_inputs(config)
+            check_verl_bridge()
+            from reasonrl.compat.verl import run_main_ppo
 
-    if metrics_path is None:
-        run_main_ppo(config)
-        return
-    outcome = "failed"
-    display = ProgressDisplay(metrics_path, total_steps=config.trainer.total_training_steps or 0)
-    try:
-        with display:
-            # verl's `main` body (device selection, verl's own validation, Ray start,
-            # TaskRunner) without a second Hydra run.
-            run_main_ppo(config)
-        outcome = "finished"
-    except KeyboardInterrupt:
-        outcome = "interrupted (the same command resumes from the last checkpoint)"
-        raise
-    finally:
-        print(
-            "\n".join(summary_lines(display.record, Path(config.trainer.default_local_dir), outcome)),
-            file=sys.stderr,
-            flush=True,
-        )
+            if metrics_path is None:
+                run_main_ppo(config)
+                return
+            outcome = "failed"
+            display = ProgressDisplay(metrics_path, total_steps=config.trainer.total_training_steps or 0)
+            run_dir = Path(config.trainer.default_local_dir)
+            console = None if verl_console() else QuietConsole(launch_log_path(run_dir))
+            try:
+                with console or contextlib.nullcontext():
+                    display.out = console.terminal if console else sys.stderr
+                    with display:
+                        # verl's `main` body (device selection, verl's own validation, Ray start,
+                        # TaskRunner) without a second Hydra run.
+                        run_main_ppo(config)
+                outcome = "finished"
+            except BaseException as error:
+                if sigterm.stopped(error):
+                    outcome = INTERRUPTED_BY_SIGTERM
+                elif isinstance(error, KeyboardInterrupt):
+                    outcome = INTERRUPTED
+                raise
+            finally:
+                lines = summary_lines(display.record, run_dir, outcome)
+                if console is not None:
+                    if outcome == "failed":
+                        lines += ["  errors in the log (last lines):", *(f"    {x}" for x in console.error_lines())]
+                    lines.append(f"  log               {console.log}")
+                print("\n".join(lines), file=sys.stderr, flush=True)
+        except BaseException as error:
+            if not sigterm.stopped(error):
+                raise
+            print("reasonrl: interrupted (SIGTERM)", file=sys.stderr, flush=True)
+            raise SystemExit(SIGTERM_EXIT) from None
 
 
 def _hydra_app() -> None:
@@ -203,7 +320,13 @@ def _hydra_app() -> None:
 
     @hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name=CONFIG_NAME, version_base=None)
     def app(config: Any) -> None:
-        run_training(config)
+        try:
+            run_training(config)
+        except UserError as error:  # one line and exit 2, not Hydra's report of a traceback
+            if debug_enabled():
+                raise
+            print(user_error_line("train", error), file=sys.stderr, flush=True)
+            sys.exit(USER_ERROR_EXIT)
 
     app()
 
@@ -215,25 +338,72 @@ def _options(group: str) -> list[str]:
     return sorted(entry.name[: -len(".yaml")] for entry in folder.iterdir() if entry.name.endswith(".yaml"))
 
 
+def _plugin_options() -> dict[str, list[str]]:
+    """Each plugin option group under ``hydra_configs/reasonrl/`` and its options."""
+    from importlib.resources import files
+
+    folder = files(CONFIG_MODULE) / "reasonrl"
+    return {
+        entry.name: _options(f"reasonrl/{entry.name}")
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name)
+        if entry.is_dir() and not entry.name.startswith(("_", "."))
+    }
+
+
 def usage() -> str:
     """``reasonrl train --help`` without a recipe (Hydra's own help needs one to compose)."""
     from reasonrl.api import config_groups
 
     groups = ", ".join(f"reasonrl.{name}" for name in sorted(config_groups())) or "none installed"
+    options = [f"    +reasonrl/{group}={'|'.join(names)}" for group, names in _plugin_options().items() if names]
     return "\n".join(
         [
             "reasonrl train: run verl's PPO/GRPO trainer with a reasonrl recipe.",
             "",
-            "Usage: reasonrl train recipe=<name> [+preset=<name>] [key=value ...] [--cfg job [--resolve]] [-m]",
-            f"  recipe: {', '.join(_options('recipe'))}",
-            f"  preset: {', '.join(_options('preset'))}",
-            f"  plugin config groups: {groups}",
-            "  Any verl key can be overridden with its verl name, e.g. data.train_batch_size=8.",
+            "Usage: reasonrl train recipe=<name> [+preset=<name>] [+reasonrl/<group>=<option> ...] [key=value ...]",
+            "                      [--cfg job [--resolve]] [-m]",
+            f"  recipe=             {', '.join(_options('recipe'))}",
+            f"  +preset=            {', '.join(_options('preset'))} (a '+': presets are not in the recipes' defaults)",
+            "  +reasonrl/<group>=<option>   turn a plugin option on (a '+': the group is added to the config;",
+            "                      without it Hydra answers 'Could not find ... in the defaults list'):",
+            *options,
+            "  reasonrl.<group>.<knob>=<value>   set one knob of a group the recipe or an option already has",
+            "                      (+reasonrl.<group>.<knob>=<value> when neither has the group);",
+            f"                      groups: {groups}; knobs and ranges: reasonrl plugins",
+            "  <verl key>=<value>  any verl key by its verl name, e.g. data.train_batch_size=8; a key that is",
+            "                      neither verl's nor the recipe's is refused, naming it (with or without '+')",
+            "",
+            "Examples:",
+            "  reasonrl train recipe=mimo +preset=cpu_tiny                          # the CPU main job",
+            "  reasonrl train recipe=longcat +preset=cpu_tiny +reasonrl/rollout=staleness trainer.total_training_steps=5",
+            "  reasonrl train recipe=kimi_k15 +reasonrl/rollout=partial reasonrl.rollout.token_budget=4096",
+            "  reasonrl train recipe=kimi_k15_long2short actor_rollout_ref.model.path=/ckpt/long_cot",
             "",
             "Print the merged config without running:  reasonrl train recipe=mimo --cfg job",
             "Hydra's full help for a recipe (all groups): reasonrl train recipe=mimo --help",
+            "verl's own console output (instead of one line per step): REASONRL_VERL_CONSOLE=1 reasonrl train ...",
         ]
     )
+
+
+def precheck(overrides: list[str]) -> Any:
+    """Compose and check the run config from the command line before anything runs (also for
+    ``--cfg job``); raise :class:`UserError` naming the key. Returns the config."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from reasonrl.api import validate_config
+    from reasonrl.startup_checks import check_config, check_overrides
+
+    try:
+        check_overrides(overrides, compose_config)  # first: a misspelt key is named, not Hydra's hint
+        config = compose_config(overrides)
+        validate_config(config)
+        check_config(config)
+    except (HydraException, OmegaConfBaseException) as error:
+        raise UserError("config", str(error).strip()) from error
+    check_upstream_versions(config)  # UpstreamOutOfRange: one "reasonrl: [reach] ..." line per piece
+    return config
 
 
 def _skips_precheck(args: argparse.Namespace) -> bool:
@@ -249,23 +419,14 @@ def main(argv: list[str]) -> int:
         print(usage())
         return 0
     if not _skips_precheck(args):
-        from hydra.errors import HydraException
-        from omegaconf.errors import OmegaConfBaseException
-
-        from reasonrl.api import validate_config
-        from reasonrl.config import ConfigError
-
         try:
-            config = compose_config(args.overrides)
-            validate_config(config)
-        except (ConfigError, HydraException, OmegaConfBaseException) as exc:
-            print(f"reasonrl train: invalid config: {exc}", file=sys.stderr)
-            return 2
-        try:
-            check_upstream_versions(config)
-        except UpstreamOutOfRange as exc:
-            print(f"{exc}", file=sys.stderr)
-            return 2
+            precheck(args.overrides)
+        except UpstreamOutOfRange as error:
+            print(error, file=sys.stderr)
+            return USER_ERROR_EXIT
+        except UserError as error:
+            print(user_error_line("train", error), file=sys.stderr)
+            return USER_ERROR_EXIT
     # Hydra's parser wants flags first, then all overrides (its positional list).
     flags = list(argv)
     for override in args.overrides:

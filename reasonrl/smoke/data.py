@@ -78,3 +78,25 @@ def write_parquet(problems: list[Problem], split: str, path: Path, recipe: str =
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(verl_rows(problems, split, recipe, pass_rates)).to_parquet(path)
     return path
+
+
+def write_sequences(
+    out: Path, tokenizer, recipe: str = "mimo", sizes: tuple[int, int] = (4000, 300)
+) -> tuple[Path, Path]:
+    """``out/{train,held_out}.jsonl``: ``recipe``'s task mix as whole sequences (prompt + answer +
+    EOS token ids, one ``{"input_ids": [...]}`` row each), for training extra heads on the smoke
+    model's own outputs (e.g. ``reasonrl mtp attach --data``). Seeded, disjoint seeds per file."""
+    from reasonrl.smoke.arithmetic import formatted, make_problems
+
+    def rows(count: int, seed: int) -> list[list[int]]:
+        return [
+            tokenizer(prompt)["input_ids"] + tokenizer(answer)["input_ids"] + [tokenizer.eos_token_id]
+            for index, problem in enumerate(make_problems(count, seed=seed, max_operand=99))
+            for prompt, answer in [formatted(problem, "code" if is_code_problem(recipe, index) else "plain")]
+        ]
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = (out / "train.jsonl", out / "held_out.jsonl")
+    for path, count, seed in zip(paths, sizes, (11, 12)):
+        path.write_text("".join(json.dumps({"input_ids": row}) + "\n" for row in rows(count, seed)))
+    return paths

@@ -42,8 +42,9 @@ def train_args(recipe: str, run_dir: Path, *overrides: str) -> list[str]:
 def tagged_env(tag: str) -> dict[str, str]:
     """The environment of a launch, marked so that every process it starts can be found:
     Ray's raylet inherits the driver's environment and passes it to its workers, which pass
-    it to vLLM's engine processes."""
-    return {**os.environ, "REASONRL_TEST_RUN_TAG": tag, "PYTHONUNBUFFERED": "1"}
+    it to vLLM's engine processes. verl's console output stays on (``REASONRL_VERL_CONSOLE``)."""
+    # verl's own console (the tests read what verl and the workers print from the launch's output)
+    return {**os.environ, "REASONRL_TEST_RUN_TAG": tag, "PYTHONUNBUFFERED": "1", "REASONRL_VERL_CONSOLE": "1"}
 
 
 def processes_with_tag(tag: str) -> list[str]:
