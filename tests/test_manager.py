@@ -69,5 +69,9 @@ def test_duplicate_config_groups_are_refused(isolated_plugins):
 def test_declaration_hooks_list_every_argument_free_hook():
     from reasonrl import hookspecs
 
+    import inspect
+
     every_hook = {name for name in dir(hookspecs) if name.startswith("reasonrl_")}
-    assert set(hookspecs.DECLARATION_HOOKS) == every_hook - {"reasonrl_check_config"}
+    with_arguments = {name for name in every_hook if inspect.signature(getattr(hookspecs, name)).parameters}
+    assert with_arguments == {"reasonrl_check_config", "reasonrl_dataset_columns", "reasonrl_check_inputs"}
+    assert set(hookspecs.DECLARATION_HOOKS) == every_hook - with_arguments

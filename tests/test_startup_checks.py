@@ -170,3 +170,12 @@ def test_a_dataset_without_a_column_fails_before_ray_starts(tmp_path):
     assert f"reasonrl train: {bad}: no column 'reward_model'" in result.stderr
     assert "Traceback" not in result.stderr and "ray init" not in result.stdout
     print(f"refused after {time.monotonic() - start:.1f} s")
+
+
+def test_an_unwritable_run_folder_is_refused_before_hydra_makes_its_folder_there(tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    code = cli.main(["train", *TINY, f"trainer.default_local_dir={blocker}/run"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"reasonrl train: trainer.default_local_dir: {blocker}/run cannot be written")
+    assert "Traceback" not in err

@@ -420,7 +420,11 @@ def main(argv: list[str]) -> int:
         return 0
     if not _skips_precheck(args):
         try:
-            precheck(args.overrides)
+            config = precheck(args.overrides)
+            if not args.cfg:  # a launch: Hydra makes its folder inside the run folder first
+                from reasonrl.checkpoints import check_writable
+
+                check_writable(os.path.abspath(os.path.expanduser(str(config.trainer.default_local_dir))))
         except UpstreamOutOfRange as error:
             print(error, file=sys.stderr)
             return USER_ERROR_EXIT
