@@ -67,9 +67,9 @@ def test_duplicate_config_groups_are_refused(isolated_plugins):
 
 
 def test_declaration_hooks_list_every_argument_free_hook():
-    from reasonrl import hookspecs
-
     import inspect
+
+    from reasonrl import hookspecs
 
     every_hook = {name for name in dir(hookspecs) if name.startswith("reasonrl_")}
     with_arguments = {name for name in every_hook if inspect.signature(getattr(hookspecs, name)).parameters}
