@@ -206,12 +206,24 @@ def validate_reasonrl_section(section: Mapping[str, Any] | None, groups: Mapping
         if name in RESERVED_KEYS:
             continue
         if name not in groups:
+            from reasonrl.manager import describe_disabled, disabled_plugins
+
+            # A plugin switched off is never imported, so the groups it would declare are unknown;
+            # built-in plugins name their main group after themselves (sampling, rewards, mtp, ...).
+            disabled = disabled_plugins()
+            if name in disabled:
+                switch = disabled[name]
+                raise ConfigError(
+                    f"reasonrl.{name}",
+                    f"plugin {name!r} is disabled ({switch.reason}): {switch.remedy} to use this config group",
+                )
             hint = difflib.get_close_matches(name, list(groups), n=1)
             suggestion = f" Did you mean 'reasonrl.{hint[0]}'?" if hint else ""
             known = sorted(groups) or "none installed"
-            raise ConfigError(
-                f"reasonrl.{name}", f"no installed plugin declares this config group.{suggestion} Known groups: {known}"
-            )
+            declared = "no installed plugin declares this config group"
+            if disabled:
+                declared = f"no loaded plugin declares this config group; it may belong to a plugin switched off: {describe_disabled(disabled)}"
+            raise ConfigError(f"reasonrl.{name}", f"{declared}.{suggestion} Known groups: {known}")
         if values is not None and not isinstance(values, Mapping):
             raise ConfigError(f"reasonrl.{name}", f"must be a mapping of knobs, got {values!r}")
         validated[name] = validate_group(groups[name], values)

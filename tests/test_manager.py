@@ -45,6 +45,22 @@ def test_unknown_hook_name_is_a_contract_error(isolated_plugins):
     assert not isolated_plugins.manager.has_plugin("typo")
 
 
+def test_marked_hook_the_contract_does_not_define_is_a_contract_error_whatever_its_name(isolated_plugins):
+    # pluggy's check_pending sees every @hookimpl, also one that lost its reasonrl_ prefix
+    error = isolated_plugins("unprefixed", verl_registrations=lambda: [])
+    assert error is not None and error.where == "contract" and "'verl_registrations'" in error.error
+    assert not isolated_plugins.manager.has_plugin("unprefixed")
+
+
+def test_contract_error_leaves_nothing_registered_and_others_still_load(isolated_plugins):
+    isolated_plugins("typo", reasonrl_plugin_info=lambda: PluginInfo("typo", "x"), reasonrl_typo=lambda: 1)
+    assert isolated_plugins("good", reasonrl_plugin_info=lambda: PluginInfo("good", "fine")) is None
+    isolated_plugins.manager.check_pending()  # the typo plugin's hooks were unregistered with it
+    assert [name for name, _ in call_each("reasonrl_plugin_info")] == ["good"]
+    [error] = load_errors()
+    assert (error.plugin, error.where) == ("typo", "contract") and "'reasonrl_typo'" in error.error
+
+
 def test_hook_with_wrong_arguments_is_rejected_by_pluggy(isolated_plugins):
     error = isolated_plugins("args", reasonrl_check_config=lambda cfg: None)
     assert error is not None and error.where == "register"

@@ -30,6 +30,15 @@ def verl_bridge_installed() -> bool:
     return any(point.value == VERL_BRIDGE for point in entry_points(group="verl.plugins"))
 
 
+def entry_point_value(name: str) -> str:
+    """What plugin ``name``'s entry point in ``reasonrl.plugins`` targets ('' if none does)."""
+    from importlib.metadata import entry_points
+
+    from reasonrl.hookspecs import ENTRY_POINT_GROUP
+
+    return next((point.value for point in entry_points(group=ENTRY_POINT_GROUP, name=name)), "")
+
+
 def collect_report(load_verl: bool = False) -> dict[str, Any]:
     """Everything ``reasonrl plugins`` shows, as plain data (also the ``--json`` output).
 
@@ -39,7 +48,7 @@ def collect_report(load_verl: bool = False) -> dict[str, Any]:
     from reasonrl.api import config_groups
     from reasonrl.bridges import STATUS, declared_registrations
     from reasonrl.compat import report_rows
-    from reasonrl.manager import call_each, get_plugin_manager, load_errors
+    from reasonrl.manager import call_each, disabled_plugins, get_plugin_manager, load_errors
     from reasonrl.patching import assess_patch, declared_patches, patch_reason, patch_status
 
     if load_verl:
@@ -52,6 +61,8 @@ def collect_report(load_verl: bool = False) -> dict[str, Any]:
     manager = get_plugin_manager()
     plugins: dict[str, dict[str, Any]] = {}
     for name, plugin in manager.list_name_plugin():
+        if plugin is None:  # blocked by a switch (REASONRL_PLUGINS / REASONRL_DISABLE_PLUGINS): "disabled" below
+            continue
         plugins[name] = {
             "module": getattr(plugin, "__name__", repr(plugin)),
             "summary": "",
@@ -122,6 +133,10 @@ def collect_report(load_verl: bool = False) -> dict[str, Any]:
         "verl_bridge_ran": STATUS["verl"].ran,
         "verl_bridge_installed": verl_bridge_installed(),
         "plugins": plugins,
+        "disabled": [
+            {"plugin": name, "entry_point": entry_point_value(name), "reason": switch.reason}
+            for name, switch in sorted(disabled_plugins(manager).items())
+        ],
         "config_groups": sorted(groups),
         "patches": patches,
         "upstream_internals": report_rows(),
@@ -177,6 +192,13 @@ def print_report(report: dict[str, Any]) -> None:
         ):
             if plugin[key]:
                 print(f"      {label}: {', '.join(plugin[key])}")
+    print(
+        f"\nDisabled plugins ({len(report['disabled'])}, REASONRL_PLUGINS / REASONRL_DISABLE_PLUGINS; never imported):"
+    )
+    for disabled in report["disabled"]:
+        print(f"  {disabled['plugin']}  [{disabled['entry_point']}]: {disabled['reason']}")
+    if not report["disabled"]:
+        print("  none")
     print(f"\nPatches ({len(report['patches'])}):")
     for patch in report["patches"]:
         print(
