@@ -88,62 +88,20 @@ class CliCommand:
 
 @dataclass(frozen=True)
 class TrainerCallback:
-    """Per-step code a plugin runs inside reasonrl's verl trainer mode ``reasonrl_sync``
-    (verl's synchronous trainer plus these callbacks; ``trainer.v1.trainer_mode=reasonrl_sync``).
+    """Per-step code a plugin runs inside reasonrl's verl trainer modes ``reasonrl_sync`` and
+    ``reasonrl_colocate_async`` (verl's trainers plus these callbacks).
 
-    ``build(config)`` is called once in verl's TaskRunner with the run config (upstream
-    imports belong inside it) and returns ``None`` when the run does not need the callback,
-    else an object with any of these methods:
-
-    - ``on_init_end(trainer)``: after verl's trainer finished initialising (workers up);
-    - ``before_advantage(trainer, batch, metrics)``: each step, after rewards and before
-      verl computes advantages; ``batch`` is verl's ``KVBatchMeta`` (the step's keys in the
-      TransferQueue): a callback may read fields and write modified ones back (``rm_scores``,
-      ``response_mask``/``loss_mask``) with ``transfer_queue.kv_batch_get``/``kv_batch_put``;
-    - ``before_actor_update(trainer, extra_info, metrics)``: each step, before the actor
-      update; entries added to ``extra_info`` reach the actor's loss with the batch, entries
-      added to ``metrics`` are logged for the step;
-    - ``next_prompts(trainer, count, refill) -> list[int]``: the training dataset rows to roll
-      out next, instead of verl's dataloader (``refill``: topping up a batch after verl's DAPO
-      filter evicted groups). At most one callback of a run may have it;
-    - ``holds_group(trainer, extra_fields) -> bool``: asked once per finished prompt group with
-      its responses' ``reasonrl_*`` extra fields; True holds the group back from training (verl
-      refills its slot, the group is reported with ``held=True``), e.g. partial rollout's groups
-      with an unfinished response;
-    - ``carried_prompts(trainer, count, refill) -> list[(row, {field: str})]`` with ``carried_fields``
-      (the field names): prompt groups to send out again before new prompts are drawn, each
-      with per-row string fields its agent loop reads from ``run(**kwargs)`` (every training
-      batch carries ``carried_fields``, ``""`` on the other rows);
-    - ``batch_fields(trainer) -> dict[str, scalar]``: batch-level fields put on every training
-      batch (each step and each DAPO refill, never validation); verl's agent loops receive them
-      as ``run(**kwargs)`` (e.g. the length curriculum's per-request response limit);
-    - ``on_groups_finished(trainer, groups)``: finished prompt groups as verl's replay buffer
-      resolves them, trained or not (needs reasonrl's ``ReportingReplayBuffer`` as
-      ``trainer.v1.sampler.custom_sampler``): ``FinishedGroup`` records with ``row`` (the
-      dataset row), ``rewards``, ``reward_extra_info``, ``trained``, ``held`` and ``aborted`` (not
-      outcomes: scorers skip them; ``outcome`` is False for both) and ``extra_fields`` (per response, its ``reasonrl_*`` extra fields);
-    - ``prompts_to_launch(trainer, view) -> int`` and ``early_termination(trainer, view) -> list[str] |
-      None``: a streaming rollout schedule for the step (needs reasonrl's ``ReportingReplayBuffer``;
-      at most one callback of a run may have them). At each poll of the step's sampling the replay
-      buffer passes a :class:`RolloutView` (the step's prompt groups in launch order, finished or
-      not, valid or not) and launches the returned number of new prompts instead of verl's fixed
-      refill credits; once ``early_termination`` returns uids (finished, valid groups), the buffer
-      aborts every request still in flight, waits for them, resumes generation and trains exactly
-      those groups — the unfinished ones are reported with ``aborted=True`` (not outcomes), the
-      other finished ones as untrained surplus (e.g. MiMo's seamless rollout, FIFO early
-      termination). A schedule with ``staleness`` (an int, policy versions; optional
-      ``reuse_ratio``) keeps the surplus finished valid groups in the buffer instead: a later step
-      trains up to ``reuse_ratio`` of its batch from them while they lag the trainer by at most
-      ``staleness`` versions, and clears them past it (LongCat's DORA); kept groups travel in the
-      checkpoint (TransferQueue's own ``save_checkpoint``);
-    - ``actor_loss_term() -> term``: a term of the actor's loss (``adjust_config(config, data)``
-      for per-step values on verl's loss config, ``loss(config, model_output, data, metrics)``
-      for an additive, already weighted term, ``on_worker()``); the trainer composes every
-      callback's term with verl's own ``ppo_loss`` into one loss
-      (``reasonrl/bridges/verl_actor_loss.py``) — no callback replaces the loss;
-    - ``state_dict()`` / ``load_state_dict(state)``: saved in verl's checkpoint folder
-      (``global_step_<n>/reasonrl/<name>.npz``, numpy arrays and JSON scalars) before verl
-      marks the checkpoint complete, restored after ``on_init_end`` on resume.
+    ``build(config)`` is called once in verl's TaskRunner with the run config (upstream imports
+    belong inside it) and returns ``None`` when the run does not need the callback, else a
+    :class:`reasonrl.callbacks.StepCallback` — the typed contract, every method a no-op by
+    default (``on_init_end``, ``batch_fields``, ``on_groups_finished``, ``before_advantage``,
+    ``before_actor_update``, ``actor_loss_term``). Roles are base classes the trainer finds by
+    type: ``PromptSource`` and ``RolloutSchedule`` (one per run), ``GroupCarrier`` (partial
+    rollout's held groups), ``CheckpointedState`` (saved in ``global_step_<n>/reasonrl/<name>.npz``
+    before verl marks the checkpoint complete, restored after ``on_init_end``), and the
+    ``ActorLossTerm`` a callback adds to verl's ``ppo_loss`` (composed into one loss,
+    ``reasonrl/bridges/verl_actor_loss.py``; no callback replaces the loss). See
+    ``reasonrl/callbacks.py`` for each method's arguments.
     """
 
     name: str

@@ -5,8 +5,19 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from reasonrl.bridges.import_hooks import _AfterImport, run_after_import
 from reasonrl.bridges.verl_trainer import build_callbacks
+from reasonrl.callbacks import (
+    ActorLossTerm,
+    CheckpointedState,
+    GroupCarrier,
+    PromptSource,
+    RolloutSchedule,
+    StepCallback,
+    single,
+)
 from reasonrl.contracts import TrainerCallback
 
 
@@ -56,15 +67,70 @@ def test_run_after_import_calls_now_when_already_imported_and_runs_every_waiting
         sys.modules.pop(name, None)
 
 
+class _Built(StepCallback):
+    def __init__(self, value):
+        self.value = value
+
+
 def test_only_callbacks_that_accept_the_run_are_built(isolated_plugins):
+    built = {}
     isolated_plugins(
         "two",
         reasonrl_trainer_callbacks=lambda: [
-            TrainerCallback("wanted", lambda config: ("built", config["x"])),
+            TrainerCallback("wanted", lambda config: built.setdefault("wanted", _Built(config["x"]))),
             TrainerCallback("not_needed", lambda config: None),
         ],
     )
-    assert build_callbacks({"x": 1}) == [("wanted", ("built", 1))]
+    assert build_callbacks({"x": 1}) == [("wanted", built["wanted"])]
+
+
+def test_a_callback_that_is_not_a_step_callback_is_refused_naming_it(isolated_plugins):
+    isolated_plugins("duck", reasonrl_trainer_callbacks=lambda: [TrainerCallback("quack", lambda config: object())])
+    with pytest.raises(TypeError, match="plugin 'duck': trainer callback 'quack' built a object, not a reasonrl"):
+        build_callbacks({})
+
+
+def test_single_owner_roles_are_found_by_type_and_two_owners_refused():
+    class Source(PromptSource):
+        def next_prompts(self, trainer, count, refill, **kwargs):
+            return list(range(count))
+
+    class Schedule(RolloutSchedule):
+        pass
+
+    plain, source = StepCallback(), Source()
+    assert single([("a", plain), ("b", source)], PromptSource) == ("b", source)
+    assert single([("a", plain)], RolloutSchedule) is None
+    with pytest.raises(RuntimeError, match=r"\['b', 'c'\] each want to choose the prompts"):
+        single([("a", plain), ("b", source), ("c", Source())], PromptSource)
+    assert single([("s", Schedule())], RolloutSchedule)[0] == "s"
+
+
+def test_the_defaults_are_no_ops_the_trainer_can_call_on_any_callback():
+    callback = StepCallback()
+    assert callback.batch_fields(None) == {} and callback.actor_loss_term() is None
+    assert callback.before_advantage(None, None, {}, later_argument=1) is None  # **kwargs: forward compatible
+    carrier = GroupCarrier()
+    assert carrier.holds_group(None, []) is False and carrier.carried_prompts(None, 3, False) == []
+    assert RolloutSchedule.staleness is None and RolloutSchedule.reuse_ratio == 0.0
+    assert ActorLossTerm().loss(None, None, None, {}) is None
+
+
+def test_the_built_in_callbacks_take_their_roles_by_type():
+    from reasonrl.plugins.length_curriculum.verl_callback import LengthCurriculumCallback
+    from reasonrl.plugins.rollout.verl_callback import (
+        PartialRolloutCallback,
+        SeamlessRolloutCallback,
+        StalenessRolloutCallback,
+    )
+    from reasonrl.plugins.sampling.verl_adapter import SamplingCallback
+
+    assert issubclass(SamplingCallback, PromptSource) and issubclass(SamplingCallback, CheckpointedState)
+    assert issubclass(PartialRolloutCallback, GroupCarrier) and not issubclass(PartialRolloutCallback, RolloutSchedule)
+    assert issubclass(SeamlessRolloutCallback, RolloutSchedule) and issubclass(
+        StalenessRolloutCallback, RolloutSchedule
+    )
+    assert issubclass(LengthCurriculumCallback, CheckpointedState)
 
 
 def test_callbacks_that_change_the_actor_loss_compose_into_one_loss():
@@ -73,22 +139,25 @@ def test_callbacks_that_change_the_actor_loss_compose_into_one_loss():
 
     from reasonrl.bridges import verl_actor_loss
 
+    class Term(ActorLossTerm):
+        pass
+
+    class Offers(StepCallback):
+        def __init__(self, term):
+            self.term = term
+
+        def actor_loss_term(self, **kwargs):
+            return self.term
+
     installed = []
     trainer = SimpleNamespace(
         config=SimpleNamespace(actor_rollout_ref=SimpleNamespace(actor={"strategy": "fsdp"})),
         actor_rollout_wg=SimpleNamespace(set_loss_fn=installed.append),
     )
-    first, second = (
-        SimpleNamespace(adjust_config=lambda config, data: None),
-        SimpleNamespace(loss=lambda *args: (0.0, {})),
-    )
-    callbacks = [
-        ("a", SimpleNamespace(actor_loss_term=lambda: first)),
-        ("b", SimpleNamespace()),
-        ("c", SimpleNamespace(actor_loss_term=lambda: second)),
-    ]
+    first, second = Term(), Term()
+    callbacks = [("a", Offers(first)), ("b", StepCallback()), ("c", Offers(second))]
     loss = verl_actor_loss.install(trainer, callbacks)
     assert installed == [loss] and loss.terms == [("a", first), ("c", second)]
-    assert (
-        verl_actor_loss.install(trainer, [("b", SimpleNamespace())]) is None and len(installed) == 1
-    )  # verl's own loss stays
+    assert verl_actor_loss.install(trainer, [("b", StepCallback())]) is None and len(installed) == 1  # verl's own
+    with pytest.raises(TypeError, match="'d': its actor_loss_term is not a reasonrl.callbacks.ActorLossTerm"):
+        verl_actor_loss.actor_loss_terms([("d", Offers(SimpleNamespace()))])

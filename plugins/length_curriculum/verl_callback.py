@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from reasonrl.callbacks import CheckpointedState, StepCallback
 from reasonrl.plugins.length_curriculum.config import AGENT_LOOP, LIMIT_FIELD, LengthCurriculumConfig
 from reasonrl.plugins.length_curriculum.schedule import LengthCurriculum
 
@@ -36,7 +37,7 @@ def check_capped(lengths: list[int], limit: int) -> None:
         )
 
 
-class LengthCurriculumCallback:
+class LengthCurriculumCallback(StepCallback, CheckpointedState):
     def __init__(self, curriculum: LengthCurriculum) -> None:
         self.curriculum = curriculum
 

@@ -26,13 +26,14 @@ from typing import Any
 
 import torch
 
+from reasonrl.callbacks import ActorLossTerm, StepCallback
 from reasonrl.plugins.mtp.verl_engine import take_token_losses
 
 METRIC = "actor/mtp_{depth}_loss"
 ALL_LAYERS = 1 << 10  # the checkpoint's config is not local: train every MTP layer it has
 
 
-class MTPLossTerm:
+class MTPLossTerm(ActorLossTerm):
     """Actor-loss term λ·mean_k L^k (L^k: token-mean over the global batch's response tokens)."""
 
     def __init__(self, weight: float, depths: int) -> None:
@@ -59,7 +60,7 @@ class MTPLossTerm:
         return self.weight * torch.stack(terms).mean(), logged
 
 
-class MTPTrainingCallback:
+class MTPTrainingCallback(StepCallback):
     """Offers :class:`MTPLossTerm` to the run's composed actor loss."""
 
     def __init__(self, weight: float, depths: int) -> None:

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from reasonrl.callbacks import ActorLossTerm, StepCallback
 from reasonrl.plugins.objectives.schedule import EpsSchedule
 
 STEP_VALUE_KEY = "reasonrl_eps_pos_high"
 
 
-class EpsPosHighTerm:
+class EpsPosHighTerm(ActorLossTerm):
     """Actor-loss term: ``policy_loss.eps_pos_high`` = the step's scheduled value (from the batch)."""
 
     def adjust_config(self, config, data) -> None:
@@ -36,7 +37,7 @@ class EpsPosHighTerm:
             config.policy_loss.eps_pos_high = float(value)
 
 
-class EpsScheduleCallback:
+class EpsScheduleCallback(StepCallback):
     def __init__(self, schedule: EpsSchedule) -> None:
         self.schedule = schedule
 

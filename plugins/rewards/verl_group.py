@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from reasonrl.callbacks import StepCallback
 from reasonrl.compat.verl import non_tensor_items
 from reasonrl.plugins.rewards.config import RewardsConfig, settings_from
 from reasonrl.plugins.rewards.group_step import group_adjustments
@@ -121,7 +122,7 @@ def apply_group_step(fields, settings: RewardsConfig, step: int):
     return out, metrics
 
 
-class GroupStep:
+class GroupStep(StepCallback):
     """``before_advantage`` callback: length penalty and masking on the step's TransferQueue
     fields when either is on; the reward counters always."""
 

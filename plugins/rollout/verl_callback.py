@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from reasonrl.callbacks import CheckpointedState, GroupCarrier, RolloutSchedule, StepCallback
 from reasonrl.compat.verl import non_tensor_items
 from reasonrl.contracts import STREAM_METRICS, TOKEN_FATES
 from reasonrl.plugins.rollout.config import (
@@ -86,7 +87,7 @@ def penalised_scores(rm_scores: list, masks: list, stopped: list[bool], penalty:
     return scores
 
 
-class RolloutCallback:
+class RolloutCallback(StepCallback):
     """Repeat detection's penalty and rates."""
 
     def __init__(self, settings: RolloutConfig) -> None:
@@ -128,7 +129,7 @@ def response_records(group) -> list[dict]:
     return sorted(records, key=lambda r: int(str(r["key"]).rsplit("/", 1)[-1]))
 
 
-class PartialRolloutCallback(RolloutCallback):
+class PartialRolloutCallback(RolloutCallback, GroupCarrier, CheckpointedState):
     """Partial rollout with a per-iteration token budget (Kimi k1.5 §2.6.2), plus repeat detection."""
 
     carried_fields = (CARRIED_FIELD,)
@@ -193,7 +194,7 @@ class PartialRolloutCallback(RolloutCallback):
         self.store.load_state_dict(json.loads(state["store"]))
 
 
-class SeamlessRolloutCallback(RolloutCallback):
+class SeamlessRolloutCallback(RolloutCallback, RolloutSchedule, CheckpointedState):
     """MiMo's Seamless Rollout Engine on verl's replay buffer (§3.4.1), plus repeat detection.
 
     The valid rate is counted over every finished group of the run (valid: trainable; dynamic

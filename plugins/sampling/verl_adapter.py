@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 
+from reasonrl.callbacks import CheckpointedState, PromptSource
 from reasonrl.config import ConfigError
 from reasonrl.plugins.sampling.config import KEY, SamplingConfig
 from reasonrl.plugins.sampling.sampler import PromptSampler, build_sampler
@@ -54,7 +55,7 @@ def response_score(reward: float, extra: dict, score_key: str) -> float:
     return min(1.0, max(0.0, float(value)))
 
 
-class SamplingCallback:
+class SamplingCallback(PromptSource, CheckpointedState):
     def __init__(self, settings: SamplingConfig):
         self.settings = settings
         self.sampler: PromptSampler | None = None

@@ -36,8 +36,7 @@ class ComposedActorLoss:
         """Unpickled in an actor worker (verl's ``set_loss_fn``)."""
         self.__dict__.update(state)
         for _name, term in self.terms:
-            if hasattr(term, "on_worker"):
-                term.on_worker()
+            term.on_worker()
 
     def config(self):
         from omegaconf import DictConfig
@@ -56,29 +55,35 @@ class ComposedActorLoss:
 
         config = self.config()
         for _name, term in self.terms:
-            if hasattr(term, "adjust_config"):
-                term.adjust_config(config, data)
+            term.adjust_config(config, data)
         loss, metrics = ppo_loss(config, model_output, data, dp_group)
         for name, term in self.terms:
-            if hasattr(term, "loss"):
-                extra, extra_metrics = term.loss(config, model_output, data, metrics)
-                clash = set(extra_metrics) & set(metrics)
-                if clash:
-                    raise RuntimeError(
-                        f"actor loss term {name!r} logs metrics verl's loss already logs: {sorted(clash)}"
-                    )
-                loss = loss + extra
-                metrics.update(extra_metrics)
+            added = term.loss(config, model_output, data, metrics)
+            if added is None:
+                continue
+            extra, extra_metrics = added
+            clash = set(extra_metrics) & set(metrics)
+            if clash:
+                raise RuntimeError(f"actor loss term {name!r} logs metrics verl's loss already logs: {sorted(clash)}")
+            loss = loss + extra
+            metrics.update(extra_metrics)
         return loss, metrics
 
 
 def actor_loss_terms(callbacks: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     """``(callback name, term)`` for every callback that offers an actor-loss term."""
+    from reasonrl.callbacks import ActorLossTerm
+
     terms = []
     for name, callback in callbacks:
-        term = callback.actor_loss_term() if hasattr(callback, "actor_loss_term") else None
-        if term is not None:
-            terms.append((name, term))
+        term = callback.actor_loss_term()
+        if term is None:
+            continue
+        if not isinstance(term, ActorLossTerm):
+            raise TypeError(
+                f"reasonrl callback {name!r}: its actor_loss_term is not a reasonrl.callbacks.ActorLossTerm"
+            )
+        terms.append((name, term))
     return terms
 
 

@@ -18,15 +18,23 @@ from reasonrl.config import REASONRL_ASYNC_TRAINER_MODE, REASONRL_TRAINER_MODE
 
 
 def build_callbacks(config: Any) -> list[tuple[str, Any]]:
-    """``(name, callback object)`` for every declared callback whose ``build`` accepts the run."""
+    """``(name, callback object)`` for every declared callback whose ``build`` accepts the run; each
+    object is a :class:`reasonrl.callbacks.StepCallback` (the trainer calls its methods, never probes)."""
+    from reasonrl.callbacks import StepCallback
     from reasonrl.manager import call_each
 
     built = []
-    for _plugin, callbacks in call_each("reasonrl_trainer_callbacks"):
+    for plugin, callbacks in call_each("reasonrl_trainer_callbacks"):
         for callback in callbacks:
             instance = callback.build(config)
-            if instance is not None:
-                built.append((callback.name, instance))
+            if instance is None:
+                continue
+            if not isinstance(instance, StepCallback):
+                raise TypeError(
+                    f"plugin {plugin!r}: trainer callback {callback.name!r} built a {type(instance).__name__}, "
+                    "not a reasonrl.callbacks.StepCallback (subclass it: its methods are no-ops by default)"
+                )
+            built.append((callback.name, instance))
     return built
 
 
@@ -55,18 +63,11 @@ def register_when_imported() -> None:
     run_after_import(TRAINERS_PACKAGE, register)
 
 
-def single_callback(callbacks: list[tuple[str, Any]], method: str, role: str) -> tuple[str, Any] | None:
-    """``(name, callback)`` of the one callback with ``method`` (e.g. the prompt source), or None;
-    several of them in one run are refused, naming them and the ``role`` each wants."""
-    found = [(name, callback) for name, callback in callbacks if hasattr(callback, method)]
-    if len(found) > 1:
-        raise RuntimeError(f"reasonrl callbacks {[name for name, _ in found]} each want to {role}: enable one")
-    return found[0] if found else None
-
-
 def single_prompt_source(callbacks: list[tuple[str, Any]]) -> Any:
-    """The one callback that chooses the prompts (``next_prompts``), or None: verl's dataloader."""
-    found = single_callback(callbacks, "next_prompts", "choose the prompts")
+    """The one :class:`~reasonrl.callbacks.PromptSource` of the run, or None: verl's dataloader."""
+    from reasonrl.callbacks import PromptSource, single
+
+    found = single(callbacks, PromptSource)
     return found[1] if found else None
 
 

@@ -21,7 +21,8 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.dataset.rl_dataset import collate_fn
 
 from reasonrl.bridges import verl_actor_loss
-from reasonrl.bridges.verl_trainer import build_callbacks, callback_state_path, single_callback, single_prompt_source
+from reasonrl.bridges.verl_trainer import build_callbacks, callback_state_path, single_prompt_source
+from reasonrl.callbacks import CheckpointedState, GroupCarrier, RolloutSchedule, single
 from reasonrl.checkpoints import after_verl_save, before_verl_save, load_checkpointed_state
 from reasonrl.compat.verl import colocate_async_trainer_base, sync_trainer_base
 from reasonrl.evaluation import validation_pass_at_k
@@ -48,10 +49,14 @@ class ReasonrlTrainerMixin:
 
     def _build_replay_buffer(self):
         self.trainer_mode = self.VERL_MODE  # called from __init__, before anything reads the mode
+        # imported here: the replay buffer's module imports verl's trainer package, whose import
+        # registers these trainer classes
+        from reasonrl.bridges.verl_replay_buffer import ReportingReplayBuffer
+
         buffer = super()._build_replay_buffer()
-        if hasattr(buffer, "group_listener"):  # reasonrl's ReportingReplayBuffer
+        self.reporting_buffer = buffer if isinstance(buffer, ReportingReplayBuffer) else None
+        if self.reporting_buffer is not None:
             buffer.group_listener = self._groups_finished
-        self.reporting_buffer = buffer if hasattr(buffer, "hold_predicate") else None
         return buffer
 
     def on_init_end(self):
@@ -66,8 +71,7 @@ class ReasonrlTrainerMixin:
         self._wire_carried_groups()
         self._wire_schedule()
         for _name, callback in self.reasonrl_callbacks:
-            if hasattr(callback, "on_init_end"):
-                callback.on_init_end(self)
+            callback.on_init_end(self)
         self._restore_callback_states()
         self._restore_kept_groups()
         self._restore_inflight_prompt_rows()
@@ -75,8 +79,8 @@ class ReasonrlTrainerMixin:
     def _wire_carried_groups(self) -> None:
         """Callbacks that hold finished groups back (``holds_group``) and send them out again
         (``carried_prompts``) need reasonrl's replay buffer and prompt source."""
-        holders = [c for _n, c in self.reasonrl_callbacks if hasattr(c, "holds_group")]
-        carriers = [n for n, c in self.reasonrl_callbacks if hasattr(c, "carried_prompts")]
+        holders = [c for _n, c in self.reasonrl_callbacks if isinstance(c, GroupCarrier)]
+        carriers = [n for n, c in self.reasonrl_callbacks if isinstance(c, GroupCarrier)]
         if holders:
             if self.reporting_buffer is None:
                 raise ValueError(
@@ -95,7 +99,7 @@ class ReasonrlTrainerMixin:
         drives reasonrl's replay buffer; the buffer aborts and resumes generation through verl's
         checkpoint manager (``reject_request``: requests not yet admitted fail at once instead of
         waiting for a resume, so the abort drains)."""
-        schedule = single_callback(self.reasonrl_callbacks, "early_termination", "schedule the rollout")
+        schedule = single(self.reasonrl_callbacks, RolloutSchedule)
         if schedule is None:
             return
         name, callback = schedule
@@ -113,8 +117,8 @@ class ReasonrlTrainerMixin:
         buffer.schedule = SimpleNamespace(
             early_termination=partial(callback.early_termination, self),
             prompts_to_launch=partial(callback.prompts_to_launch, self),
-            staleness=getattr(callback, "staleness", None),  # keep finished groups across steps (DORA)
-            reuse_ratio=getattr(callback, "reuse_ratio", 0.0),
+            staleness=callback.staleness,  # keep finished groups across steps (None: none kept)
+            reuse_ratio=callback.reuse_ratio,
         )
         buffer.launch_order = self.launch_order
         buffer.abort_requests = lambda: self.checkpoint_manager.abort_replicas(reject_request=True)
@@ -129,9 +133,8 @@ class ReasonrlTrainerMixin:
         # validation batches, which verl's _validate builds itself); verl's agent loops receive
         # them in run(**kwargs)
         for _name, callback in self.reasonrl_callbacks:
-            if hasattr(callback, "batch_fields"):
-                for key, value in callback.batch_fields(self).items():
-                    tu.assign_non_tensor_data(batch, key, value)
+            for key, value in callback.batch_fields(self).items():
+                tu.assign_non_tensor_data(batch, key, value)
         return batch
 
     def _next_prompt_batch(self, num_prompts: int | None):
@@ -141,7 +144,7 @@ class ReasonrlTrainerMixin:
         carried: list[tuple[int, dict]] = []  # held groups go out first (partial rollout)
         row_fields: set[str] = set()  # on every training batch, so every response has the same fields
         for _name, callback in self.reasonrl_callbacks:
-            if hasattr(callback, "carried_prompts"):
+            if isinstance(callback, GroupCarrier):
                 row_fields.update(callback.carried_fields)
                 if len(carried) < count:
                     carried += callback.carried_prompts(self, count - len(carried), refill=num_prompts is not None)
@@ -166,21 +169,18 @@ class ReasonrlTrainerMixin:
             # a group of reasonrl's prompt source whose row is lost: its outcome cannot reach the source
             self.groups_without_row += self.prompt_source is not None and group.row is None
         for _name, callback in self.reasonrl_callbacks:
-            if hasattr(callback, "on_groups_finished"):
-                callback.on_groups_finished(self, groups)
+            callback.on_groups_finished(self, groups)
 
     # ---------------------------------------------------------------- per-step callbacks
     def _compute_advantage(self, batch, metrics: dict):
         metrics[GROUPS_WITHOUT_ROW], self.groups_without_row = self.groups_without_row, 0
         for _name, callback in self.reasonrl_callbacks:
-            if hasattr(callback, "before_advantage"):
-                callback.before_advantage(self, batch, metrics)
+            callback.before_advantage(self, batch, metrics)
         return super()._compute_advantage(batch, metrics)
 
     def _update_actor(self, batch, metrics: dict):
         for _name, callback in self.reasonrl_callbacks:
-            if hasattr(callback, "before_actor_update"):
-                callback.before_actor_update(self, batch.extra_info, metrics)
+            callback.before_actor_update(self, batch.extra_info, metrics)
         return super()._update_actor(batch, metrics)
 
     # ---------------------------------------------------------------- validation
@@ -198,7 +198,7 @@ class ReasonrlTrainerMixin:
         folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
         before_verl_save(folder)  # a folder of this step from an earlier launch: replaced, not mixed in
         for name, callback in self.reasonrl_callbacks:
-            if hasattr(callback, "state_dict"):
+            if isinstance(callback, CheckpointedState):
                 save_state(callback_state_path(folder, name), callback.state_dict())
         self._save_kept_groups(folder)
         self._save_inflight_prompt_rows(folder)
@@ -279,7 +279,7 @@ class ReasonrlTrainerMixin:
         if self.resumed_from is None:
             return
         for name, callback in self.reasonrl_callbacks:
-            if not hasattr(callback, "load_state_dict"):
+            if not isinstance(callback, CheckpointedState):
                 continue
             path, state = self._checkpointed_state(name, f"state for reasonrl callback {name!r}")
             callback.load_state_dict(state)

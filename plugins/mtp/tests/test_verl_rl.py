@@ -19,6 +19,7 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.utils.losses import ppo_loss
 
 from reasonrl.bridges.verl_actor_loss import ComposedActorLoss, actor_loss_terms
+from reasonrl.callbacks import ActorLossTerm, StepCallback
 from reasonrl.plugins.mtp.hf_model import MiMoConfig, MiMoForCausalLM
 from reasonrl.plugins.mtp.tests.verl_layouts import engine_forward, engine_model_output, nested
 from reasonrl.plugins.mtp.verl_rl import MTPLossTerm, MTPTrainingCallback, build
@@ -128,7 +129,7 @@ def test_the_actor_loss_is_verls_ppo_loss_plus_the_mtp_term(actor_config, mimo_m
     assert all(layer.input_proj.weight.grad.abs().sum() > 0 for layer in mimo_model.model.mtp_layers)
 
 
-class ClipHighTerm:
+class ClipHighTerm(ActorLossTerm):
     """A per-step config term like the ε_pos_high schedule's: clip_ratio_high from the batch."""
 
     def adjust_config(self, config, data):
@@ -156,12 +157,9 @@ def test_terms_compose_a_config_adjustment_and_an_additive_loss(actor_config, mi
 
 
 def test_callbacks_offer_terms_and_none_replaces_the_loss():
-    from types import SimpleNamespace
-
     callbacks = [
         ("mtp_training", MTPTrainingCallback(WEIGHT, DEPTHS)),
-        ("other", SimpleNamespace()),
-        ("none", SimpleNamespace(actor_loss_term=lambda: None)),
+        ("other", StepCallback()),  # offers no term: the default
     ]
     terms = actor_loss_terms(callbacks)
     assert [name for name, _ in terms] == ["mtp_training"] and isinstance(terms[0][1], MTPLossTerm)
