@@ -110,9 +110,10 @@ def _refuse_missing_knob(base: Any, key: str) -> None:
 
     parts = key.split(".")
     group = config_groups().get(parts[1]) if len(parts) > 2 else None
-    if group is None:
-        known = ", ".join(sorted(config_groups()))
-        raise ConfigError(key, f"no installed plugin declares reasonrl.{parts[1]} (groups: {known})")
+    if group is None:  # the group check's own message (it names a plugin switched off, if any)
+        from reasonrl.config import validate_reasonrl_section
+
+        validate_reasonrl_section({parts[1]: {}}, config_groups())
     exists, _ = _node(base, f"reasonrl.{parts[1]}")
     if not exists:
         raise ConfigError(

@@ -182,6 +182,12 @@ CASES: list[Case] = [
         "`reasonrl.sampling.alpha=2` (out of range)",
         lambda d: ["train", *TINY, "reasonrl.sampling.alpha=2"],
     ),
+    Case(
+        "train-plugin-disabled",
+        "the sampling plugin switched off, its option asked for",
+        lambda d: ["train", *TINY],
+        env=(("REASONRL_DISABLE_PLUGINS", "sampling"),),
+    ),
     # reasonrl train: the files the run reads, in the driver before Ray starts
     Case(
         "train-model-missing",

@@ -33,7 +33,7 @@ TINY = ["recipe=mimo", "+preset=cpu_tiny"]
         ([*TINY, "algorithm.filter_groups.enable=maybe"], "algorithm.filter_groups.enable", "expected a bool"),
         ([*TINY, "reasonrl.sampling.alpah=0.1"], "reasonrl.sampling.alpah", "did you mean reasonrl.sampling.alpha?"),
         ([*TINY, "reasonrl.rollout.token_budget=5"], "reasonrl.rollout.token_budget", "+reasonrl/rollout=<option>"),
-        ([*TINY, "reasonrl.samplin.alpha=1"], "reasonrl.samplin.alpha", "no installed plugin declares"),
+        ([*TINY, "reasonrl.samplin.alpha=1"], "reasonrl.samplin", "no installed plugin declares"),
     ],
 )
 def test_bad_verl_values_are_named_before_anything_runs(overrides, key, words):
