@@ -12,8 +12,8 @@ import json
 
 import pytest
 
+from benchmarks.mtp.bench import run_engine
 from reasonrl.plugins.mtp import toy
-from reasonrl.plugins.mtp.bench import run_engine
 from reasonrl.plugins.mtp.cli import replicate_checkpoint
 
 pytestmark = pytest.mark.integration

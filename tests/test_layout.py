@@ -60,3 +60,17 @@ def test_upstream_imports_only_in_adapter_modules():
                 )
                 for name in names:
                     assert name.split(".")[0] not in UPSTREAMS, f"{source}: top-level import of {name}"
+
+
+def test_no_benchmark_or_simulator_module_in_the_installed_packages():
+    """Benchmarks and simulators live in benchmarks/ (run from a checkout), never in the wheel's folders."""
+    patterns = ("bench*.py", "*_bench*.py", "simulat*.py", "sim_*.py")
+    runner = "reasonrl/cli/bench_command.py"  # `reasonrl bench`: finds them in the checkout
+    found = [
+        name
+        for folder in ("reasonrl", "plugins", "patches", "hydra_configs")
+        for pattern in patterns
+        for path in (REPO / folder).rglob(pattern)
+        if "tests" not in path.relative_to(REPO).parts and (name := path.relative_to(REPO).as_posix()) != runner
+    ]
+    assert not found, f"move these to benchmarks/<plugin>/: {sorted(set(found))}"

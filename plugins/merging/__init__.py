@@ -7,7 +7,7 @@ magnitude normalization, DARE drop with rescaling, SCE-style sign erasure) and K
 - ``fusion.py``: the rules on tensors (framework-free; facade ``reasonrl.api.fuse_task_vectors``);
 - ``safetensors_io.py`` / ``checkpoints.py``: the streaming checkpoint merge (a few tensors per
   model resident, every file validated as safetensors does, nothing written on a bad input);
-- ``cli.py``: ``reasonrl merge --config merge.yaml``; ``bench.py``: ``reasonrl bench merge``;
+- ``cli.py``: ``reasonrl merge --config merge.yaml``; ``reasonrl bench merge``: ``benchmarks/merging/``;
   ``inputs.py``: the commands' YAML read with named errors (``file:line``).
 """
 
@@ -36,9 +36,10 @@ def reasonrl_cli_commands() -> list[CliCommand]:
 
 @hookimpl
 def reasonrl_benchmarks() -> list[CliCommand]:
-    from reasonrl.plugins.merging.bench import BENCHMARK
+    # benchmarks/merging/ of a source checkout; the installed package holds no benchmarks
+    from reasonrl.cli.bench_command import checkout_benchmarks
 
-    return [BENCHMARK]
+    return checkout_benchmarks("merging")
 
 
 @hookimpl

@@ -1,4 +1,4 @@
-"""mtp: multi-token prediction (MiMo §2.2, after DeepSeek-V3; SPEC §5).
+"""mtp: multi-token prediction (MiMo §2.2, after DeepSeek-V3).
 
 Framework-free module, loss and λ schedule (``core.py``); attachment to Hugging Face models and
 MiMo's checkpoint class (``hf_model.py``: registered with transformers in verl's and vLLM's
@@ -125,6 +125,7 @@ def reasonrl_cli_commands():
 
 @hookimpl
 def reasonrl_benchmarks():
-    from reasonrl.plugins.mtp.bench import BENCHMARK
+    # benchmarks/mtp/ of a source checkout; the installed package holds no benchmarks
+    from reasonrl.cli.bench_command import checkout_benchmarks
 
-    return [BENCHMARK]
+    return checkout_benchmarks("mtp")

@@ -1,4 +1,4 @@
-"""objectives: the reports' policy objectives for verl (SPEC §1).
+"""objectives: the reports' policy objectives for verl (LongCat §3.2.1, Kimi k1.5 §2.3.2).
 
 - ``longcat``: LongCat-Flash-Thinking §3.2.1 triplet clipping + truncated importance
   sampling + the constant G·T_max denominator, no KL; verl's own keys carry the knobs
@@ -177,6 +177,7 @@ def reasonrl_check_config(config) -> None:
 
 @hookimpl
 def reasonrl_benchmarks() -> list[CliCommand]:
-    from reasonrl.plugins.objectives.bench import BENCHMARK
+    # benchmarks/objectives/ of a source checkout; the installed package holds no benchmarks
+    from reasonrl.cli.bench_command import checkout_benchmarks
 
-    return [BENCHMARK]
+    return checkout_benchmarks("objectives")

@@ -1,4 +1,4 @@
-"""puzzle: Puzzle NAS for Llama parents (Llama-Nemotron §2, SPEC §6).
+"""puzzle: Puzzle NAS for Llama parents (Llama-Nemotron §2).
 
 Block library (``library.py``), blockwise local distillation (``distill.py``), per-subblock
 quality and resource costs (``stages/score.py``, ``costs.py``), the MIP search (``search.py``;
@@ -66,9 +66,10 @@ def reasonrl_cli_commands() -> list[CliCommand]:
 
 @hookimpl
 def reasonrl_benchmarks() -> list[CliCommand]:
-    from reasonrl.plugins.puzzle.bench import BENCHMARK
+    # benchmarks/puzzle/ of a source checkout; the installed package holds no benchmarks
+    from reasonrl.cli.bench_command import checkout_benchmarks
 
-    return [BENCHMARK]
+    return checkout_benchmarks("puzzle")
 
 
 @hookimpl

@@ -1,4 +1,4 @@
-"""rewards: the reports' rewards for verl (SPEC §2).
+"""rewards: the reports' rewards for verl (MiMo §3.2–3.3.1, Kimi k1.5 §2.3.3, LongCat §3.2.2, Llama-Nemotron §4).
 
 - the code judge (``judge/``): bubblewrap-isolated warm runners, per-test verdicts, Python
   and C++, async batch API, ``reasonrl judge`` CLI, SandboxFusion backend;
@@ -134,9 +134,10 @@ def reasonrl_cli_commands() -> list[CliCommand]:
 
 @hookimpl
 def reasonrl_benchmarks() -> list[CliCommand]:
-    from reasonrl.plugins.rewards.judge.bench import BENCHMARK
+    # benchmarks/rewards/ of a source checkout; the installed package holds no benchmarks
+    from reasonrl.cli.bench_command import checkout_benchmarks
 
-    return [BENCHMARK]
+    return checkout_benchmarks("rewards")
 
 
 @hookimpl

@@ -9,8 +9,9 @@ staleness-bounded streaming), Llama-Nemotron §5.2.3 (FP8 generation).
 - ``verl_agent_loop.py``: agent loop ``reasonrl_rollout`` (vLLM's repeat detection per request,
   stop reasons kept, partial rollout's budgeted and continued requests); ``verl_callback.py``: the
   penalty and the rates, the held groups' store, a ``reasonrl_sync`` callback;
-- ``simulator.py`` (policies) / ``sim_model.py`` (engine, records) / ``trace.py``: the schedulers on a
-  long-tail trace (``reasonrl bench rollout``).
+- ``benchmarks/rollout/`` of the source checkout (not installed): ``simulator.py`` (policies) /
+  ``sim_model.py`` (engine, records) / ``trace.py``: the schedulers on a long-tail trace
+  (``reasonrl bench rollout``).
 """
 
 from __future__ import annotations
@@ -69,9 +70,10 @@ def reasonrl_config_groups() -> list[ConfigGroup]:
 
 @hookimpl
 def reasonrl_benchmarks() -> list:
-    from reasonrl.plugins.rollout.bench import BENCHMARK
+    # benchmarks/rollout/ of a source checkout; the installed package holds no benchmarks
+    from reasonrl.cli.bench_command import checkout_benchmarks
 
-    return [BENCHMARK]
+    return checkout_benchmarks("rollout")
 
 
 @hookimpl

@@ -1,4 +1,4 @@
-"""sampling: which prompts each RL step rolls out (SPEC §3).
+"""sampling: which prompts each RL step rolls out (MiMo §3.3.2, Kimi k1.5 §2.3.4, LongCat §3.2.2, Llama-Nemotron §5.1).
 
 Dynamic sampling with replacement (DAPO + LongCat), MiMo's easy-data pool, Kimi's curriculum
 and prioritized sampling, Llama-Nemotron's progressive Gaussian curriculum and the offline
@@ -116,9 +116,10 @@ def reasonrl_cli_commands() -> list[CliCommand]:
 
 @hookimpl
 def reasonrl_benchmarks() -> list[CliCommand]:
-    from reasonrl.plugins.sampling.bench import BENCHMARK
+    # benchmarks/sampling/ of a source checkout; the installed package holds no benchmarks
+    from reasonrl.cli.bench_command import checkout_benchmarks
 
-    return [BENCHMARK]
+    return checkout_benchmarks("sampling")
 
 
 @hookimpl

@@ -141,7 +141,7 @@ def test_a_budget_in_small_units_is_met_exactly_not_to_an_absolute_tolerance():
 
 
 def test_puzzle_like_menus_are_shaped_as_the_bench_says_and_solved_exactly():
-    from reasonrl.plugins.puzzle.instances import VARIANTS, puzzle_like_instance
+    from benchmarks.puzzle.instances import VARIANTS, puzzle_like_instance
 
     quality, resources, budgets = puzzle_like_instance(seed=4)
     assert (
@@ -156,7 +156,7 @@ def test_puzzle_like_menus_are_shaped_as_the_bench_says_and_solved_exactly():
 @pytest.mark.parametrize("seed", [1, 5, 17])
 def test_on_puzzle_like_menus_the_enumeration_finds_the_milps_optimum_or_better(seed):
     # seed 17: HiGHS stops 7.9e-7 above the enumeration's optimum (its tolerances), both fit
-    from reasonrl.plugins.puzzle.instances import puzzle_like_instance
+    from benchmarks.puzzle.instances import puzzle_like_instance
 
     quality, resources, budgets = puzzle_like_instance(seed)
     enumerated = solve(quality, resources, budgets, method="enumeration")
@@ -168,8 +168,8 @@ def test_on_puzzle_like_menus_the_enumeration_finds_the_milps_optimum_or_better(
 
 
 def test_an_enumeration_past_its_state_cap_falls_back_to_the_milp(monkeypatch):
+    from benchmarks.puzzle.instances import puzzle_like_instance
     from reasonrl.plugins.puzzle import enumeration
-    from reasonrl.plugins.puzzle.instances import puzzle_like_instance
 
     quality, resources, budgets = puzzle_like_instance(seed=1, layers=12)
     expected = solve(quality, resources, budgets, method="milp")

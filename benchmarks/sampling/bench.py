@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.sampling.simulation import World, run
 from reasonrl.contracts import CliCommand
 from reasonrl.plugins.sampling.sampler import build_sampler
-from reasonrl.plugins.sampling.simulation import World, run
 
 COMPARED = {
     "dynamic": ["dynamic"],

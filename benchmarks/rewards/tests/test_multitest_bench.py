@@ -3,7 +3,7 @@ per-test verdicts agree except where the judge is stricter by design (exit 1 aft
 
 from __future__ import annotations
 
-from reasonrl.plugins.rewards.judge import multitest_bench
+from benchmarks.rewards import multitest_bench
 
 
 def test_the_workload_has_ten_tests_per_program_and_reference_outputs():

@@ -11,12 +11,12 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from benchmarks.rollout.trace import Trace
 from reasonrl.plugins.rollout.seamless import (
     idle_ratio,
     sample_waste,
     valid_rate_estimate,
 )
-from reasonrl.plugins.rollout.trace import Trace
 
 
 @dataclass(frozen=True)

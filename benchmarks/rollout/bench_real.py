@@ -3,7 +3,7 @@ verl's LLM server drives) on the smoke model, responses forced to a trace's leng
 (``ignore_eos``, per-request ``max_tokens``), rewards drawn by the trace and delivered after
 ``reward_latency`` seconds (MiMo's asynchronous reward stands in for the judge).
 
-Runs in its own process (``python -m reasonrl.plugins.rollout.bench_real SPEC_JSON``) and prints
+Runs in its own process (``python -m benchmarks.rollout.bench_real SPEC_JSON``) and prints
 one JSON line: the engine's calibrated costs (decode step, admitting requests), measured before
 every policy and after the last, and, per policy, the rollout wall time of each step (partial:
 of each iteration too) and the tokens generated / trained. Training itself is not run
@@ -38,9 +38,9 @@ from operator import itemgetter
 
 import numpy as np
 
+from benchmarks.rollout.trace import long_tail_trace
 from reasonrl.plugins.rollout.seamless import fifo_early_termination, tasks_to_launch, valid_rate_estimate
 from reasonrl.plugins.rollout.staleness import split_kept
-from reasonrl.plugins.rollout.trace import long_tail_trace
 
 MAX_LEN = 64  # the smoke model's positions
 #: the policies, in the order they run (the engine calibrated before each and after the last)

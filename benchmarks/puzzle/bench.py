@@ -45,7 +45,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     import scipy.optimize  # noqa: F401  (imported once, outside the timings)
 
-    from reasonrl.plugins.puzzle.instances import puzzle_like_instance
+    from benchmarks.puzzle.instances import puzzle_like_instance
     from reasonrl.plugins.puzzle.search import greedy, solve
 
     kinds = {

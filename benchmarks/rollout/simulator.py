@@ -88,10 +88,10 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from benchmarks.rollout.sim_model import EngineModel, SimResult, StepRecord, _Group, _Sim
+from benchmarks.rollout.trace import Trace
 from reasonrl.plugins.rollout.seamless import fifo_early_termination, tasks_to_launch
-from reasonrl.plugins.rollout.sim_model import EngineModel, SimResult, StepRecord, _Group, _Sim
 from reasonrl.plugins.rollout.staleness import StalenessBuffer, TaggedSample, split_kept, within_bound
-from reasonrl.plugins.rollout.trace import Trace
 
 __all__ = ["POLICIES", "EngineModel", "SimResult", "StepRecord", "simulate", "validation_time"]
 

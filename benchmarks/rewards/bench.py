@@ -96,7 +96,7 @@ def run_multitest(args: argparse.Namespace) -> bool:
     the judge makes by design (non-zero exit after correct output)."""
     import os
 
-    from reasonrl.plugins.rewards.judge import multitest_bench
+    from benchmarks.rewards import multitest_bench
 
     items = multitest_bench.workload(args.multitest_problems)
     tests = sum(len(item["inputs"]) for item in items)

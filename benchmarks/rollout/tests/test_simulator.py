@@ -10,10 +10,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-import reasonrl.plugins.rollout.simulator as simulator
+import benchmarks.rollout.simulator as simulator
+from benchmarks.rollout.simulator import POLICIES, EngineModel, simulate, validation_time
+from benchmarks.rollout.trace import Trace, long_tail_trace
 from reasonrl.plugins.rollout.seamless import fifo_early_termination
-from reasonrl.plugins.rollout.simulator import POLICIES, EngineModel, simulate, validation_time
-from reasonrl.plugins.rollout.trace import Trace, long_tail_trace
 
 MODEL = EngineModel(slots=256, step_a=0.02, step_b=6e-5, reward_latency=2.0, train_c=20.0, train_d=2e-5, sync_time=5.0)
 MULTI = replace(MODEL, engines=16, step_a=0.04, reward_workers=64)  # 16 data-parallel engines of 16 slots

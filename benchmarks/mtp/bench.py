@@ -129,7 +129,7 @@ def run_engine(
     command = [
         sys.executable,
         "-m",
-        "reasonrl.plugins.mtp.bench",
+        "benchmarks.mtp.bench",
         str(model),
         str(prompts_file),
         str(k),
@@ -138,7 +138,9 @@ def run_engine(
         str(out),
         ",".join(str(t) for t in temperatures),
     ]
-    completed = subprocess.run(command, capture_output=True, text=True)
+    from benchmarks import child_env
+
+    completed = subprocess.run(command, capture_output=True, text=True, env=child_env())
     if completed.returncode != 0:
         raise RuntimeError(f"vLLM run k={k} failed:\n{completed.stderr[-4000:]}")
     return json.loads(out.read_text())

@@ -30,11 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.rollout.bench_real import REAL_POLICIES
+from benchmarks.rollout.simulator import EngineModel, simulate, validation_time
+from benchmarks.rollout.trace import long_tail_trace
 from reasonrl.contracts import CliCommand
-from reasonrl.plugins.rollout.bench_real import REAL_POLICIES
 from reasonrl.plugins.rollout.seamless import sample_waste
-from reasonrl.plugins.rollout.simulator import EngineModel, simulate, validation_time
-from reasonrl.plugins.rollout.trace import long_tail_trace
 
 #: MiMo-scale simulation (trace: log-normal, p99 ≈ 9× the median, wrong answers 1.3× longer, 3 %
 #: looping to the limit, pass rate 0.41 from Beta(0.41, 0.59): see trace.py).
@@ -154,13 +154,15 @@ def bracketed(before: dict, after: dict) -> dict:
 
 def real(spec: dict) -> dict:
     """Run ``bench_real.py`` in a fresh process; then the simulator's prediction of the same runs."""
+    from benchmarks import ROOT
     from reasonrl.smoke.prepare import default_root, ensure
     from reasonrl.testing.fresh_process import run_fresh
 
     ensure()
     spec = {**spec, "model": str(default_root() / "model")}
     done = run_fresh(
-        [sys.executable, "-m", "reasonrl.plugins.rollout.bench_real", json.dumps(spec)],
+        [sys.executable, "-m", "benchmarks.rollout.bench_real", json.dumps(spec)],
+        pythonpath=[ROOT],
         env={"VERL_PLATFORM": "cpu"},
         timeout=1800,
     )

@@ -1,0 +1,5 @@
+"""``reasonrl bench mtp`` (``bench.py``)."""
+
+from benchmarks.mtp.bench import BENCHMARK
+
+__all__ = ["BENCHMARK"]
