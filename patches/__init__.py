@@ -2,7 +2,8 @@
 
 One module per patch, each defining a :class:`~reasonrl.patching.Patch` named ``PATCH``
 and listed in :data:`SHIPPED`. A patch is added only when a plugin needs a change that no
-upstream extension point allows; none is needed yet.
+upstream extension point allows. Five ship: three for verl's/vLLM's CPU platform, one for the
+MTP drafter, one for verl's abort path on vLLM 0.32 (``patches/README.md``).
 """
 
 from __future__ import annotations

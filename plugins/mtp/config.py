@@ -1,4 +1,4 @@
-"""Knobs at ``reasonrl.mtp`` (SPEC §5; MiMo defaults), validated before any work, and the start-up
+"""Knobs at ``reasonrl.mtp`` (MiMo §2.2–2.3 defaults), validated before any work, and the start-up
 checks against the checkpoint. verl 0.9.1 already has MTP switches (``actor_rollout_ref.model.mtp``:
 load/save, train with megatron-core's MTP loss, vLLM ``speculative_config``, drafter weight sync);
 the Hydra option ``reasonrl/mtp=mimo`` points them at these knobs instead of duplicating them."""

@@ -1,4 +1,4 @@
-"""Multi-token prediction (MiMo §2.2, after DeepSeek-V3 §2.2; SPEC §5): framework-free torch.
+"""Multi-token prediction (MiMo §2.2, after DeepSeek-V3 §2.2): framework-free torch.
 
 Depth k = 1..D predicts token i+k+1 at position i:
 

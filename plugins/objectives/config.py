@@ -18,7 +18,7 @@ OBJECTIVES = ("longcat", "kimi_mirror_descent")
 
 @dataclass
 class ObjectiveConfig:
-    """``reasonrl.objective``: which objective and its hyper-parameters (SPEC §1)."""
+    """``reasonrl.objective``: which objective and its hyper-parameters (LongCat §3.2.1, Kimi k1.5 §2.3.2)."""
 
     name: Optional[str] = knob(
         None,

@@ -1,6 +1,6 @@
 """Policy objectives of LongCat-Flash-Thinking (§3.2.1) and Kimi k1.5 (§2), in plain torch.
 
-Notation (SPEC §1), per response token t, all tensors of shape (responses, tokens):
+Notation (LongCat §3.2.1), per response token t, all tensors of shape (responses, tokens):
 ``log_prob`` = log π_θ, ``old_log_prob`` = log π_old (behaviour policy, training engine),
 ``advantages`` = A, ``mask`` = response mask, ``tis_weights`` = min(exp(old − rollout), C)
 (the truncated importance-sampling factor, no gradient).
@@ -10,7 +10,7 @@ LongCat, equation 4 (maximised; the functions below return the *loss*, its negat
     J = 1/(G·T_max) Σ_i Σ_t  w_t · max( min(r_t·A, clip(r_t, 1−ε_nl, 1+ε_ph)·A), ε_nh·A )
                                           [the outer max only where A < 0: dual clip]
 
-Kimi k1.5 policy mirror descent (SPEC §1), per sample j of a prompt, with τ·log Z ≈ r̄::
+Kimi k1.5 policy mirror descent (§2.3.2), per sample j of a prompt, with τ·log Z ≈ r̄::
 
     loss_j = −(r_j − r̄)·log π_θ(y_j) + τ/2 · (log π_θ(y_j) − log π_i(y_j))²
 

@@ -1,4 +1,4 @@
-"""What the Puzzle stages (Llama-Nemotron §2, SPEC §6) share: the settings, the run directory, the
+"""What the Puzzle stages (Llama-Nemotron §2) share: the settings, the run directory, the
 log, and the parent, its menu, the token data and the parent's held-out logits — each loaded from
 the run directory on first use, so any stage can run alone on what the earlier ones left there.
 """

@@ -1,4 +1,4 @@
-"""Resource costs of one subblock (SPEC §6.3): parameters, KV-cache bytes at batch × sequence,
+"""Resource costs of one subblock (Llama-Nemotron §2): parameters, KV-cache bytes at batch × sequence,
 and latency — an analytical roofline of one decode step (max of compute time and memory
 time on the target hardware) and, when asked, a measured forward on the machine at hand."""
 

@@ -1,4 +1,4 @@
-"""Blockwise local distillation (Llama-Nemotron §2, SPEC §6.1): each library subblock learns to
+"""Blockwise local distillation (Llama-Nemotron §2): each library subblock learns to
 reproduce its parent subblock's output from the parent's own input activations (teacher
 forcing), with a normalised MSE, independently of every other subblock.
 

@@ -1,4 +1,4 @@
-"""Puzzle's search (Llama-Nemotron §2, SPEC §6.3) solved exactly by Lagrangian-bounded enumeration.
+"""Puzzle's search (Llama-Nemotron §2) solved exactly by Lagrangian-bounded enumeration.
 
 Faster than the MILP on Puzzle-shaped menus (many near-equal layers leave HiGHS thousands of
 nodes to close a gap of ~5e-4); :func:`reasonrl.plugins.puzzle.search.solve` runs it first and

@@ -1,4 +1,4 @@
-"""FFN Fusion (LN-Ultra, SPEC §6.4): a run of consecutive layers whose attention is removed
+"""FFN Fusion (Llama-Nemotron §2, LN-Ultra): a run of consecutive layers whose attention is removed
 becomes one layer whose FFN is the concatenation of the run's FFNs — exactly the sum of their
 outputs on the run's *input* ("parallel" execution of the run). Each FFN's RMSNorm weight is
 folded into its gate and up projections, so the fused layer's norm has unit weight. The

@@ -1,4 +1,4 @@
-"""The block library (Llama-Nemotron §2, SPEC §6): per layer, alternative attention and FFN
+"""The block library (Llama-Nemotron §2): per layer, alternative attention and FFN
 subblocks, initialised from the parent before local distillation.
 
 The menu is configuration (``Menu.from_config``): attention ``parent`` | ``{kv_heads: k}`` (GQA,

@@ -1,4 +1,4 @@
-"""The Puzzle pipeline (Llama-Nemotron §2, SPEC §6) in stages, each writing its artefacts into
+"""The Puzzle pipeline (Llama-Nemotron §2) in stages, each writing its artefacts into
 the run directory and skipped when they are already there (resumable stage by stage):
 
 parent → build-library → distill → score → search (+ Pareto front) → export (+ FFN Fusion).

@@ -1,4 +1,4 @@
-"""Puzzle's architecture search (Llama-Nemotron §2, SPEC §6.3) as a mixed-integer program.
+"""Puzzle's architecture search (Llama-Nemotron §2) as a mixed-integer program.
 
 One binary x[l, v] per layer l and library variant v:
 

@@ -1,4 +1,4 @@
-"""Settings of a Puzzle run (Llama-Nemotron §2, SPEC §6): ``puzzle.yaml`` and ``--set`` overrides."""
+"""Settings of a Puzzle run (Llama-Nemotron §2): ``puzzle.yaml`` and ``--set`` overrides."""
 
 from __future__ import annotations
 

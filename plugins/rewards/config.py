@@ -1,4 +1,4 @@
-"""Knobs at ``reasonrl.rewards`` (SPEC §2), validated before any work.
+"""Knobs at ``reasonrl.rewards`` (MiMo §3.2–3.3.1, Kimi k1.5 §2.3.3, LongCat §3.2.2, Llama-Nemotron §4), validated before any work.
 
 The option files ``+reasonrl/rewards=<report>`` (``hydra_configs/reasonrl/rewards/``) set
 them per report and point verl at the plugin's reward manager (``reward.reward_manager.name

@@ -1,4 +1,4 @@
-"""Test-difficulty-driven code reward (MiMo §3.3.1, after IOI subtask scoring; SPEC §2).
+"""Test-difficulty-driven code reward (MiMo §3.3.1, after IOI subtask scoring).
 
 Calibration: over many solutions of a problem, test j's pass rate is p_j. The tests are
 clustered into L levels by p_j (optimal 1-D k-means on the distinct pass rates, so equal

@@ -1,4 +1,4 @@
-"""Incomplete-signal masking (LongCat-Flash-Thinking §3.2; SPEC §2).
+"""Incomplete-signal masking (LongCat-Flash-Thinking §3.2.2).
 
 A response whose grade is not a real signal is left out of the loss and out of its group's
 statistics instead of being scored 0:

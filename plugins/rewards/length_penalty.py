@@ -1,4 +1,4 @@
-"""Kimi k1.5 length penalty (§2.3.3; SPEC §2), computed over the k responses of one prompt.
+"""Kimi k1.5 length penalty (§2.3.3), computed over the k responses of one prompt.
 
     λ_i = 0.5 − (len_i − min_len) / (max_len − min_len)
     length_reward_i = λ_i if response i is correct, min(0, λ_i) if it is wrong

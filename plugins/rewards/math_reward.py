@@ -1,4 +1,4 @@
-"""Math reward: rule-based equivalence through Math-Verify (MiMo §3.3; SPEC §2).
+"""Math reward: rule-based equivalence through Math-Verify (MiMo §3.3).
 
 The gold answer and the response are parsed by ``math_verify.parse`` (LaTeX / expression
 extraction, boxed answers first) and compared by ``math_verify.verify`` (symbolic and
@@ -24,7 +24,7 @@ def verify_math(response: str, gold: str) -> MathOutcome:
 
 
 def math_reward(response: str, gold: str) -> float:
-    """MiMo's math reward (SPEC §2; ``reasonrl.api.math_reward``): 1.0 if the response's final
+    """MiMo's math reward (MiMo §3.3; ``reasonrl.api.math_reward``): 1.0 if the response's final
     answer (after ``</think>``) is equivalent to ``gold`` under Math-Verify, else 0.0. Graded in
     this process's pool of worker processes with a hard per-answer time bound on any thread
     (``reasonrl.rewards.math_timeout_s``, 5 s by default): an answer that cannot be graded in

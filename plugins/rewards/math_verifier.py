@@ -1,4 +1,4 @@
-"""Math-Verify with a hard per-answer time bound on any thread (SPEC §2; MiMo §3.3 math reward).
+"""Math-Verify with a hard per-answer time bound on any thread (MiMo §3.3 math reward).
 
 Math-Verify's own timeouts use SIGALRM, which works only on a process's main thread; verl's
 reward loop grades in executor threads, where a power tower such as ``9^{9^{9^{9}}}`` then

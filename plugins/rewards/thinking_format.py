@@ -1,4 +1,4 @@
-"""Llama-Nemotron's reasoning toggle (Llama-Nemotron §4; SPEC §2): the system prompt says
+"""Llama-Nemotron's reasoning toggle (Llama-Nemotron §4): the system prompt says
 "detailed thinking on" or "detailed thinking off", and a format reward checks the response.
 
 - on:  the reasoning sits in exactly one ``<think>…</think>`` block at the start of the

@@ -1,5 +1,5 @@
-"""verl adapter: Llama-Nemotron's reasoning toggle in verl's prompt data path (Llama-Nemotron §4;
-SPEC §2). Selected with ``data.custom_cls`` (verl's extension point for dataset classes; the
+"""verl adapter: Llama-Nemotron's reasoning toggle in verl's prompt data path (Llama-Nemotron §4).
+Selected with ``data.custom_cls`` (verl's extension point for dataset classes; the
 option ``+reasonrl/rewards=nemotron`` sets it).
 
 :class:`ThinkingToggleDataset` is verl's ``RLHFDataset`` whose prompts get the "detailed thinking

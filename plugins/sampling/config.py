@@ -1,4 +1,4 @@
-"""Knobs at ``reasonrl.sampling`` (SPEC §3) — the same names as the options of
+"""Knobs at ``reasonrl.sampling`` (MiMo §3.3.2, Kimi k1.5 §2.3.4, LongCat §3.2.2, Llama-Nemotron §5.1) — the same names as the options of
 ``reasonrl.api.build_sampler`` — validated before any work.
 
 ``samplers`` lists the stages in pipeline order: ``difficulty_filter`` (the pool), then at most

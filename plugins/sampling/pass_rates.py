@@ -1,4 +1,4 @@
-"""Offline pass rates (SPEC §3, Llama-Nemotron §5.1, MiMo): per prompt, the share of its
+"""Offline pass rates (Llama-Nemotron §5.1, MiMo §3.2): per prompt, the share of its
 logged responses that passed, from rollout or verdict records. Framework-free.
 
 A record names its prompt (``key_field``) and carries a score: a number (passed when

@@ -1,4 +1,4 @@
-"""The prompt sampler behind ``reasonrl.api.build_sampler`` and the verl adapter (SPEC §3).
+"""The prompt sampler behind ``reasonrl.api.build_sampler`` and the verl adapter (MiMo §3.3.2, Kimi k1.5 §2.3.4, LongCat §3.2.2, Llama-Nemotron §5.1).
 
 One pipeline: offline difficulty filter (per domain: MiMo §3.2) → selector (uniform epochs,
 curriculum, prioritized, curriculum then prioritized (Kimi k1.5 §2.3.4), or Gaussian curriculum)

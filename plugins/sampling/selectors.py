@@ -1,4 +1,4 @@
-"""Which normal-pool prompts a batch gets (SPEC §3): uniform epochs, Kimi's curriculum and
+"""Which normal-pool prompts a batch gets (Kimi k1.5 §2.3.4, Llama-Nemotron §5.1): uniform epochs, Kimi's curriculum and
 prioritized sampling (alone, or the curriculum then prioritized), Llama-Nemotron's progressive
 Gaussian curriculum.
 

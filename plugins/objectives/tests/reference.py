@@ -1,4 +1,4 @@
-"""Independent implementations written from SPEC §1's equations (not from the plugin's code),
+"""Independent implementations written from the reports' equations (LongCat §3.2.1 Eq. 4, Kimi k1.5 §2.3.2) (not from the plugin's code),
 element by element, as a reader of the reports would compute them."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The objectives' losses against independent implementations of SPEC §1, called the way
+"""The objectives' losses against independent implementations of the reports' equations
+(LongCat §3.2.1, Kimi k1.5 §2.3.2), called the way
 verl's actor calls them (verl's registry, verl's actor config and rollout-correction weights)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Puzzle pipeline's stages (Llama-Nemotron §2, SPEC §6), one module each, every one a
+"""The Puzzle pipeline's stages (Llama-Nemotron §2), one module each, every one a
 function of a ``PuzzleContext`` that writes its artefacts into the run directory and returns
 at once when they are already there:
 

@@ -1,4 +1,4 @@
-"""What several Puzzle stages (Llama-Nemotron §2, SPEC §6) use: the library's subblock files,
+"""What several Puzzle stages (Llama-Nemotron §2) use: the library's subblock files,
 children assembled from them, and held-out evaluation against the parent."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Stage ``distill`` (Llama-Nemotron §2, SPEC §6.1): blockwise local distillation (``distill.py``)
+"""Stage ``distill`` (Llama-Nemotron §2): blockwise local distillation (``distill.py``)
 of every library subblock into ``library/distilled/``, layer by layer (Ray tasks when
 ``workers > 1``), resuming subblock by subblock."""
 

@@ -1,4 +1,4 @@
-"""Stage ``export`` (Llama-Nemotron §2, SPEC §6): the searched child as a nemotron-nas checkpoint
+"""Stage ``export`` (Llama-Nemotron §2): the searched child as a nemotron-nas checkpoint
 in ``child/`` (checked in megatron-core and vLLM with ``check_engines``, ``engines.json``) and,
 with ``ffn_fusion``, its FFN-Fusion form (``fusion.py``) in ``child_fused/`` (``ffn_fusion.json``)."""
 

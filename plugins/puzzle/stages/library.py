@@ -1,4 +1,4 @@
-"""Stage ``build-library`` (Llama-Nemotron §2, SPEC §6): every layer × every menu subblock,
+"""Stage ``build-library`` (Llama-Nemotron §2): every layer × every menu subblock,
 initialised from the parent (``library.py``) into ``library/init/``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Stage ``parent`` (Llama-Nemotron §2, SPEC §6): the toy parent trained here into ``parent/``, or
+"""Stage ``parent`` (Llama-Nemotron §2): the toy parent trained here into ``parent/``, or
 a Hugging Face folder checked to be a Llama and recorded in ``parent/SOURCE``."""
 
 from __future__ import annotations

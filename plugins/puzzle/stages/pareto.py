@@ -1,4 +1,4 @@
-"""The Pareto front of the Puzzle search (Llama-Nemotron §2, SPEC §6.3): every optimum of a
+"""The Pareto front of the Puzzle search (Llama-Nemotron §2): every optimum of a
 parameter-budget sweep assembled and evaluated, into ``pareto.parquet`` and ``pareto.png``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Stage ``score`` (Llama-Nemotron §2, SPEC §6.3): per subblock, the parent with only that
+"""Stage ``score`` (Llama-Nemotron §2): per subblock, the parent with only that
 subblock swapped in, on held-out text — KL(parent ‖ child) and LM loss — and its resource costs
 (``costs.py``), into ``scores.parquet`` and ``parent_metrics.json``."""
 

@@ -1,4 +1,4 @@
-"""Stage ``search`` (Llama-Nemotron §2, SPEC §6.3): the MIP (``search.py``) over ``scores.parquet``
+"""Stage ``search`` (Llama-Nemotron §2): the MIP (``search.py``) over ``scores.parquet``
 under the configured budgets, the params budget snapped to the uniform FFN pruning that fits it,
 the optimum assembled and evaluated into ``search.json``, then the Pareto front (``pareto.py``)."""
 

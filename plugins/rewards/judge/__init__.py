@@ -1,4 +1,4 @@
-"""The code judge under every code reward (SPEC §2 "Code sandbox"): isolated runs, per-test verdicts.
+"""The code judge under every code reward (MiMo §3.3.1's online judge; Kimi k1.5's and LongCat's sandboxes): isolated runs, per-test verdicts.
 
 Backends: :class:`LocalJudge` (bubblewrap sandboxes with warm runners, this machine) and
 :class:`SandboxFusionJudge` (an existing SandboxFusion server). Formats: ``formats.py``.

@@ -1,6 +1,6 @@
 """What the judge reads and returns: problems, solutions, verdicts (``docs/judge.md``).
 
-Test kinds (MiMo §3.3.1 / Kimi / LongCat sandboxes, SPEC §2):
+Test kinds (MiMo §3.3.1 / Kimi / LongCat sandboxes):
 - stdin/stdout: ``{"inputs": [...], "outputs": [...]}`` as in APPS / TACO / CodeContests and
   verl's code scorers (also accepted as a JSON string, e.g. APPS' ``input_output`` column);
 - assertion snippets: ``{"assertions": ["assert f(1) == 2", ...]}`` (MBPP / HumanEval style),

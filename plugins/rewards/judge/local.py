@@ -4,8 +4,8 @@
     results = await judge.judge([Submission(problem, code, "python"), ...])   # or judge_sync(...)
     results[0].verdicts  # one Verdict per test
 
-A solution is compiled once and run against all its tests in one runner (SPEC §2:
-"once-compilation for multi-run"); different solutions run in parallel on all runners.
+A solution is compiled once and run against all its tests in one runner (the reports'
+sandbox requirement: "once-compilation for multi-run"); different solutions run in parallel on all runners.
 """
 
 from __future__ import annotations
