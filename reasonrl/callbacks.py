@@ -16,7 +16,7 @@ Every method takes ``**kwargs`` so that a later version of the trainer may pass 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 
 class StepCallback:
@@ -99,6 +99,20 @@ class RolloutSchedule(StepCallback):
         raise NotImplementedError
 
     def early_termination(self, trainer: Any, view: Any, **kwargs: Any) -> list[str] | None:
+        raise NotImplementedError
+
+    def split_kept(
+        self,
+        kept: list[str],
+        trainer_version: int,
+        batch_size: int,
+        version_of: Callable[[str], int],
+        launch_of: Callable[[str], int],
+        **kwargs: Any,
+    ) -> tuple[list[str], list[str], list[str]]:
+        """With a ``staleness`` bound, at a step's start: the kept groups (uids) this batch reuses
+        (in order), those that wait, and those past the bound. The schedule owns the rule; the
+        replay buffer applies it to verl's version tags."""
         raise NotImplementedError
 
 

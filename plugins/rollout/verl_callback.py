@@ -54,6 +54,7 @@ from reasonrl.plugins.rollout.seamless import (
     tasks_to_launch,
     valid_rate_estimate,
 )
+from reasonrl.plugins.rollout.staleness import split_kept
 
 FETCHED = ["rm_scores", "response_mask", "extra_fields"]
 
@@ -251,8 +252,9 @@ class StalenessRolloutCallback(SeamlessRolloutCallback):
     """LongCat's staleness-bounded streaming (DORA, §3.1.1) on the seamless schedule: the surplus
     finished valid groups stay in reasonrl's replay buffer, tagged with the policy version that
     generated them, and fill up to ``reuse_ratio`` of a later batch while at most ``staleness``
-    versions behind the trainer (the buffer applies the bound, ``staleness.within_bound``'s rule,
-    to verl's version tags); older ones are cleared and their prompts regenerated; batches are shuffled; verl's trainer recomputes the log-probs (and the
+    versions behind the trainer (the buffer applies this callback's ``split_kept`` — the plugin's
+    one rule, ``staleness.split_kept`` — to verl's version tags); older ones are cleared and their
+    prompts regenerated; batches are shuffled; verl's trainer recomputes the log-probs (and the
     LongCat objective's truncated IS corrects the engine/trainer gap)."""
 
     COUNTS = ("kept_groups", "reused_groups", "stale_groups", "trained_staleness_max", "trained_staleness_mean")
@@ -261,6 +263,11 @@ class StalenessRolloutCallback(SeamlessRolloutCallback):
         super().__init__(settings)
         self.staleness = int(settings.staleness)
         self.reuse_ratio = float(settings.reuse_ratio)
+
+    def split_kept(self, kept, trainer_version, batch_size, version_of, launch_of, **kwargs):
+        """The plugin's one rule (``staleness.split_kept``), quota ``reuse_ratio · batch_size``."""
+        quota = int(self.reuse_ratio * batch_size)
+        return split_kept(kept, trainer_version, self.staleness, quota, version_of, launch_of)
 
     def before_advantage(self, trainer, batch, metrics: dict) -> None:
         super().before_advantage(trainer, batch, metrics)

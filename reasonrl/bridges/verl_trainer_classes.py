@@ -118,7 +118,7 @@ class ReasonrlTrainerMixin:
             early_termination=partial(callback.early_termination, self),
             prompts_to_launch=partial(callback.prompts_to_launch, self),
             staleness=callback.staleness,  # keep finished groups across steps (None: none kept)
-            reuse_ratio=callback.reuse_ratio,
+            split_kept=partial(callback.split_kept),  # the schedule's own rule for the kept groups
         )
         buffer.launch_order = self.launch_order
         buffer.abort_requests = lambda: self.checkpoint_manager.abort_replicas(reject_request=True)

@@ -217,3 +217,18 @@ def test_held_groups_wait_for_the_next_iteration_and_refills_take_them_only_beyo
     assert metrics["reasonrl/rollout/partial_held_groups"] == 3
     assert metrics["reasonrl/rollout/partial_carried_groups"] == 3
     assert metrics["reasonrl/rollout/partial_waiting_groups"] == 0
+
+
+def test_the_staleness_schedule_owns_the_kept_group_rule_the_replay_buffer_applies():
+    """One rule: the replay buffer asks the schedule (``split_kept``), which is the plugin's
+    ``staleness.split_kept`` with the option's bound and ``reuse_ratio · batch`` quota."""
+    from reasonrl.callbacks import RolloutSchedule
+    from reasonrl.plugins.rollout.verl_callback import StalenessRolloutCallback
+
+    callback = StalenessRolloutCallback(RolloutConfig(seamless=True, staleness=1, reuse_ratio=0.5))
+    assert isinstance(callback, RolloutSchedule) and callback.staleness == 1
+    versions = {"a": 5, "b": 4, "c": 3, "d": 5, "e": 4}  # trainer at version 5: c is 2 behind
+    launches = {"a": 0, "b": 3, "c": 1, "d": 2, "e": 1}
+    reused, waiting, stale = callback.split_kept(sorted(versions), 5, 4, versions.get, launches.get)
+    assert stale == ["c"]
+    assert reused == ["e", "b"] and waiting == ["a", "d"]  # quota 0.5 · 4 = 2, oldest version, then launch
