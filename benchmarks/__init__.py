@@ -6,7 +6,7 @@ They are not part of the installed package (the wheel holds ``reasonrl/``, ``plu
 ``$REASONRL_BENCHMARKS`` names it, and imports it as the package ``benchmarks``. Each
 ``benchmarks/<plugin>/__init__.py`` defines ``BENCHMARK`` (a ``reasonrl.contracts.CliCommand``),
 which plugin ``<plugin>`` declares through its ``reasonrl_benchmarks`` hook
-(``reasonrl.cli.bench_command.checkout_benchmarks``); ``core/`` holds the core's own.
+(``reasonrl.source_checkout.checkout_benchmarks``); ``core/`` holds the core's own.
 """
 
 from __future__ import annotations

@@ -1,44 +1,38 @@
 """Public facade for code that uses reasonrl without the CLI (scripts, tests, other trainers).
 
-The core's own functions are defined here. Techniques' functions (``math_reward``,
-``calibrate_difficulty``, ``test_difficulty_reward``, ``build_sampler``, ``solve_architecture``,
-...) are offered by their plugins through the ``reasonrl_api_functions`` hook and resolved on
-first use: ``reasonrl.api.math_reward`` *is* the rewards plugin's function, so the names stay
-stable while the core names no technique. ``reasonrl.api.functions()`` lists them by plugin.
+``from reasonrl.api import <name>`` gives the core's functions (``config_groups``,
+``validate_config``, ``megatron_layer_spec``, ``functions``) and the techniques' public functions,
+each re-exported explicitly from the built-in plugin that owns it (the product calls the same
+function objects). ``functions()`` lists every plugin's ``reasonrl_api_functions`` by plugin,
+third-party ones included. Importing this module imports those plugin modules (torch among
+them); the core's own code imports from ``reasonrl.config`` instead.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
-from reasonrl.config import ConfigError, validate_reasonrl_section
-from reasonrl.contracts import ConfigGroup
+from reasonrl.config import config_groups, validate_config
 from reasonrl.manager import call_each
+from reasonrl.plugins.merging.fusion import fuse_task_vectors
+from reasonrl.plugins.puzzle.facades import solve_architecture
+from reasonrl.plugins.rewards.facades import calibrate_difficulty, math_reward, test_difficulty_reward
+from reasonrl.plugins.rollout.seamless import fifo_early_termination
+from reasonrl.plugins.sampling.sampler import build_sampler
 
-
-def config_groups() -> dict[str, ConfigGroup]:
-    """Every ``reasonrl.<group>`` any installed plugin declares, by group name."""
-    groups: dict[str, ConfigGroup] = {}
-    for plugin, declared in call_each("reasonrl_config_groups"):
-        for group in declared:
-            if group.name in groups:
-                raise ConfigError(f"reasonrl.{group.name}", f"declared twice (again by plugin {plugin!r})")
-            groups[group.name] = group
-    return groups
-
-
-def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate a composed run config: the ``reasonrl`` section against every plugin's schema,
-    then each plugin's cross-field checks. Returns ``{group: validated schema instance}``."""
-    from omegaconf import DictConfig, OmegaConf
-
-    section = config.get("reasonrl")
-    if isinstance(section, DictConfig):
-        section = OmegaConf.to_container(section, resolve=True)
-    validated = validate_reasonrl_section(section, config_groups())
-    for _plugin, _result in call_each("reasonrl_check_config", reraise=(ConfigError,), config=config):
-        pass  # a check answers by raising ConfigError; return values are ignored
-    return validated
+__all__ = [
+    "build_sampler",
+    "calibrate_difficulty",
+    "config_groups",
+    "fifo_early_termination",
+    "functions",
+    "fuse_task_vectors",
+    "math_reward",
+    "megatron_layer_spec",
+    "solve_architecture",
+    "test_difficulty_reward",
+    "validate_config",
+]
 
 
 def megatron_layer_spec(name: str, **kwargs: Any) -> Any:
@@ -64,17 +58,3 @@ def functions() -> dict[str, tuple[str, Callable[..., Any]]]:
 
 
 _CORE = frozenset({"config_groups", "validate_config", "megatron_layer_spec", "functions"})
-
-
-def __getattr__(name: str) -> Callable[..., Any]:
-    if name.startswith("__"):
-        raise AttributeError(name)
-    found = functions().get(name)
-    if found is None:
-        raise AttributeError(f"reasonrl.api has no {name!r}: no installed plugin offers it (reasonrl_api_functions)")
-    globals()[name] = found[1]  # resolved once per process
-    return found[1]
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *functions()})

@@ -239,3 +239,32 @@ def group_settings(config: Any, group: ConfigGroup) -> Any:
     if isinstance(section, DictConfig):
         section = OmegaConf.to_container(section, resolve=True)
     return validate_group(group, section or {})
+
+
+def config_groups() -> dict[str, ConfigGroup]:
+    """Every ``reasonrl.<group>`` any installed plugin declares, by group name."""
+    from reasonrl.manager import call_each
+
+    groups: dict[str, ConfigGroup] = {}
+    for plugin, declared in call_each("reasonrl_config_groups"):
+        for group in declared:
+            if group.name in groups:
+                raise ConfigError(f"reasonrl.{group.name}", f"declared twice (again by plugin {plugin!r})")
+            groups[group.name] = group
+    return groups
+
+
+def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate a composed run config: the ``reasonrl`` section against every plugin's schema,
+    then each plugin's cross-field checks. Returns ``{group: validated schema instance}``."""
+    from omegaconf import DictConfig, OmegaConf
+
+    from reasonrl.manager import call_each
+
+    section = config.get("reasonrl")
+    if isinstance(section, DictConfig):
+        section = OmegaConf.to_container(section, resolve=True)
+    validated = validate_reasonrl_section(section, config_groups())
+    for _plugin, _result in call_each("reasonrl_check_config", reraise=(ConfigError,), config=config):
+        pass  # a check answers by raising ConfigError; return values are ignored
+    return validated

@@ -16,6 +16,8 @@ class PluginInfo:
     name: str
     summary: str
     reports: tuple[str, ...] = ()
+    #: other plugins this one calls (by entry-point name): checked by the manager at discovery
+    requires: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

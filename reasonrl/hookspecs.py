@@ -142,9 +142,10 @@ def reasonrl_trainer_callbacks() -> list[TrainerCallback]:
 @hookspec
 def reasonrl_api_functions() -> dict[str, Callable[..., Any]]:
     """Public functions the plugin offers as ``reasonrl.api.<name>`` (a technique's facade, e.g.
-    ``math_reward``): ``name -> function``. The core names no technique; :mod:`reasonrl.api`
-    resolves these names on first use. Names are global and must be stable: code outside
-    reasonrl calls them. The function itself must be the one the plugin's own adapters use.
+    ``math_reward``): ``name -> function``, listed by ``reasonrl.api.functions()``. A built-in
+    plugin's are re-exported explicitly by :mod:`reasonrl.api` (a test keeps the two equal). Names
+    are global and must be stable: code outside reasonrl calls them. The function itself must be
+    the one the plugin's own adapters use.
     """
 
 

@@ -176,7 +176,34 @@ def new_plugin_manager(discover: bool = True) -> PluginManager:
                 )
                 continue
             register_plugin(manager, plugin, entry_point.name)
+        check_requirements(manager)
     return manager
+
+
+def check_requirements(manager: pluggy.PluginManager) -> None:
+    """A plugin whose ``PluginInfo.requires`` names a plugin that is not loaded (not installed,
+    failed, switched off, or itself dropped for a missing requirement) is reported and
+    unregistered: it would fail when it calls it. Repeated until nothing more is dropped."""
+    dropped = True
+    while dropped:
+        dropped = False
+        loaded = {name for name, plugin in manager.list_name_plugin() if plugin is not None}
+        for impl in manager.hook.reasonrl_plugin_info.get_hookimpls():
+            name = manager.get_name(impl.plugin)
+            try:
+                requires = tuple(impl.function().requires)
+            except Exception:  # a broken info hook is reported where the hook is called
+                continue
+            missing = [required for required in requires if required not in loaded]
+            if missing:
+                switched = disabled_plugins(manager)
+                why = "; ".join(
+                    f"{m!r} is disabled ({switched[m].reason})" if m in switched else f"{m!r} is not loaded"
+                    for m in missing
+                )
+                report(LoadError(name, "requires", f"needs plugin(s) {missing}: {why}"))
+                manager.unregister(impl.plugin)
+                dropped = True
 
 
 def get_plugin_manager() -> PluginManager:

@@ -106,7 +106,7 @@ def _type_problem(value: Any, default: Any) -> str | None:
 
 def _refuse_missing_knob(base: Any, key: str) -> None:
     """A ``reasonrl.<group>.<knob>=`` override (no ``+``) of a knob the config does not hold."""
-    from reasonrl.api import config_groups
+    from reasonrl.config import config_groups
 
     parts = key.split(".")
     group = config_groups().get(parts[1]) if len(parts) > 2 else None

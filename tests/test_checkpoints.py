@@ -375,7 +375,7 @@ def test_rays_driver_handler_exit_counts_as_the_same_stop(sigterm_handler_restor
 
 
 def test_run_training_ends_a_sigterm_as_interrupted_with_exit_143(sigterm_handler_restored, monkeypatch, capsys):
-    from reasonrl import api
+    from reasonrl import config as api  # where the core's validate_config lives
     from reasonrl.cli import train
 
     def validate(config):
@@ -402,7 +402,7 @@ def test_run_training_ends_a_sigterm_as_interrupted_with_exit_143(sigterm_handle
 
 def test_the_checkpoint_checks_run_before_the_presets_assets(monkeypatch, tmp_path):
     """run_training refuses an unwritable folder before the prepare step (minutes on a first run)."""
-    from reasonrl import api
+    from reasonrl import config as api  # where the core's validate_config lives
     from reasonrl.cli import train
 
     (tmp_path / "afile").write_text("")

@@ -62,7 +62,7 @@ def test_a_name_no_plugin_has_is_a_load_error_naming_the_switch(discover, capsys
 
 _DENIED = """
 import json, sys
-from reasonrl.api import validate_config
+from reasonrl.config import validate_config
 from reasonrl.config import ConfigError
 from reasonrl.manager import call_each, get_plugin_manager, load_errors
 found = get_plugin_manager()

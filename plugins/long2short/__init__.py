@@ -22,6 +22,7 @@ def reasonrl_plugin_info() -> PluginInfo:
         summary="long2short: shortest rejection sampling and DPO pairs (shortest correct vs longer) from vLLM "
         "samples; the kimi_k15_long2short recipe (length penalty, short rollouts)",
         reports=("Kimi k1.5 §2.4",),
+        requires=("rewards",),  # the rewards plugin's math reward (reasonrl.api.math_reward) scores the samples
     )
 
 

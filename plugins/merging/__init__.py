@@ -24,6 +24,7 @@ def reasonrl_plugin_info() -> PluginInfo:
         summary="merging: LongCat's fusion of domain experts (normalize, drop, erase) and weight averaging / task "
         "arithmetic of Hugging Face checkpoints, streamed tensor by tensor",
         reports=("LongCat-Flash-Thinking §3.4", "Kimi k1.5 §2.4"),
+        requires=("rewards",),  # the rewards plugin's math reward scores domain-parallel's per-domain evaluation
     )
 
 
@@ -37,7 +38,7 @@ def reasonrl_cli_commands() -> list[CliCommand]:
 @hookimpl
 def reasonrl_benchmarks() -> list[CliCommand]:
     # benchmarks/merging/ of a source checkout; the installed package holds no benchmarks
-    from reasonrl.cli.bench_command import checkout_benchmarks
+    from reasonrl.source_checkout import checkout_benchmarks
 
     return checkout_benchmarks("merging")
 

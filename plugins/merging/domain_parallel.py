@@ -149,8 +149,8 @@ def _compose_checked(overrides: list[str], key: str, what: str, validate: bool =
     from hydra.errors import HydraException, MissingConfigException
     from omegaconf.errors import OmegaConfBaseException
 
-    from reasonrl.api import validate_config
     from reasonrl.cli.train import compose_config
+    from reasonrl.config import validate_config
     from reasonrl.startup_checks import check_config, check_overrides
 
     try:

@@ -126,6 +126,6 @@ def reasonrl_cli_commands():
 @hookimpl
 def reasonrl_benchmarks():
     # benchmarks/mtp/ of a source checkout; the installed package holds no benchmarks
-    from reasonrl.cli.bench_command import checkout_benchmarks
+    from reasonrl.source_checkout import checkout_benchmarks
 
     return checkout_benchmarks("mtp")

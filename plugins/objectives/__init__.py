@@ -178,6 +178,6 @@ def reasonrl_check_config(config) -> None:
 @hookimpl
 def reasonrl_benchmarks() -> list[CliCommand]:
     # benchmarks/objectives/ of a source checkout; the installed package holds no benchmarks
-    from reasonrl.cli.bench_command import checkout_benchmarks
+    from reasonrl.source_checkout import checkout_benchmarks
 
     return checkout_benchmarks("objectives")

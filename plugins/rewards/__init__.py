@@ -135,7 +135,7 @@ def reasonrl_cli_commands() -> list[CliCommand]:
 @hookimpl
 def reasonrl_benchmarks() -> list[CliCommand]:
     # benchmarks/rewards/ of a source checkout; the installed package holds no benchmarks
-    from reasonrl.cli.bench_command import checkout_benchmarks
+    from reasonrl.source_checkout import checkout_benchmarks
 
     return checkout_benchmarks("rewards")
 

@@ -71,7 +71,7 @@ def reasonrl_config_groups() -> list[ConfigGroup]:
 @hookimpl
 def reasonrl_benchmarks() -> list:
     # benchmarks/rollout/ of a source checkout; the installed package holds no benchmarks
-    from reasonrl.cli.bench_command import checkout_benchmarks
+    from reasonrl.source_checkout import checkout_benchmarks
 
     return checkout_benchmarks("rollout")
 

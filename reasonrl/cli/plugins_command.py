@@ -45,9 +45,9 @@ def collect_report(load_verl: bool = False) -> dict[str, Any]:
     ``load_verl`` imports verl here (~10 s on 2 cores), so that its bridge runs in this process
     and the verl registrations show ``registered``/``failed``; otherwise they show ``declared``
     (the bridge applies them in each process that imports verl)."""
-    from reasonrl.api import config_groups
     from reasonrl.bridges import STATUS, declared_registrations
     from reasonrl.compat import report_rows
+    from reasonrl.config import config_groups
     from reasonrl.manager import call_each, disabled_plugins, get_plugin_manager, load_errors
     from reasonrl.patching import assess_patch, declared_patches, patch_reason, patch_status
 
@@ -76,7 +76,7 @@ def collect_report(load_verl: bool = False) -> dict[str, Any]:
             "patches": [],
         }
     for name, info in call_each("reasonrl_plugin_info"):
-        plugins[name].update(summary=info.summary, reports=list(info.reports))
+        plugins[name].update(summary=info.summary, reports=list(info.reports), requires=list(info.requires))
     for upstream in ("verl", "vllm"):
         done = {(p, r.kind, r.name): "registered" for p, r in STATUS[upstream].applied}
         done.update({(p, r.kind, r.name): "failed" for p, r in STATUS[upstream].failed})
@@ -177,6 +177,8 @@ def print_report(report: dict[str, Any]) -> None:
             print(f"      {plugin['summary']}")
         if plugin["reports"]:
             print(f"      implements: {', '.join(plugin['reports'])}")
+        if plugin.get("requires"):
+            print(f"      requires plugins: {', '.join(plugin['requires'])}")
         for reg in plugin["registrations"]:
             print(
                 f"      {reg['upstream']:<5} {reg['kind']:<14} {reg['name']:<20} {reg['state']}"

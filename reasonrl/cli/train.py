@@ -258,8 +258,8 @@ def run_training(config: Any) -> None:
     folder must be writable and the checkpoint a resume starts from intact
     (``reasonrl.checkpoints``). SIGTERM stops the launch as Ctrl-C does, with exit code 143.
     """
-    from reasonrl.api import validate_config
     from reasonrl.checkpoints import prepare_run_folder
+    from reasonrl.config import validate_config
     from reasonrl.console import QuietConsole, launch_log_path, verl_console
     from reasonrl.progress import ProgressDisplay, summary_lines
 
@@ -352,7 +352,7 @@ def _plugin_options() -> dict[str, list[str]]:
 
 def usage() -> str:
     """``reasonrl train --help`` without a recipe (Hydra's own help needs one to compose)."""
-    from reasonrl.api import config_groups
+    from reasonrl.config import config_groups
 
     groups = ", ".join(f"reasonrl.{name}" for name in sorted(config_groups())) or "none installed"
     options = [f"    +reasonrl/{group}={'|'.join(names)}" for group, names in _plugin_options().items() if names]
@@ -392,7 +392,7 @@ def precheck(overrides: list[str]) -> Any:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from reasonrl.api import validate_config
+    from reasonrl.config import validate_config
     from reasonrl.startup_checks import check_config, check_overrides
 
     try:
