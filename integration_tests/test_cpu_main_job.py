@@ -56,9 +56,15 @@ def kimi_k15_techniques(steps: dict, run_dir: Path) -> None:
         0.5 * step["reasonrl/rollout/repetition_stops"]
     )
     assert_partial_rollout(steps, run_dir)
+    # the length curriculum ran on the same requests: its limit logged, no response above it
+    assert steps[1]["length_curriculum/limit"] == KIMI_LENGTH_CAP, sorted(steps[1])
+    for s in (1, 2):  # (step 2 may run at the next stage, 32, if step 1's lengths reached 0.9 × 8)
+        assert steps[s]["response_length/max"] <= steps[s]["length_curriculum/limit"] in (KIMI_LENGTH_CAP, 32)
 
 
 KIMI_TOKEN_BUDGET = 3
+#: the length curriculum's first stage in the Kimi run (the preset's response length, 32, is the last)
+KIMI_LENGTH_CAP = 8
 
 
 def assert_partial_rollout(steps: dict, run_dir: Path) -> None:
@@ -126,6 +132,10 @@ RECIPE_OVERRIDES = {
         # Kimi's partial rollout at CPU size: a 3-token budget per iteration, so answers of 4+
         # tokens (most sums with their end token) need a second segment
         f"reasonrl.rollout.token_budget={KIMI_TOKEN_BUDGET}",
+        # the length curriculum's cap on the same requests (issue 43: request transforms compose in
+        # reasonrl's one agent loop): partial rollout budgets each segment within it
+        "+reasonrl/length_curriculum=longcat_code",
+        f"reasonrl.length_curriculum.stages=[{KIMI_LENGTH_CAP},32]",
     ],
 }
 

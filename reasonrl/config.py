@@ -76,14 +76,15 @@ def require_trainer_mode(config: Any, needs: str, modes: tuple[str, ...] = REASO
 
 
 def require_agent_loop(config: Any, loop: str, needs: str) -> None:
-    """Refuse a run whose default agent loop is not ``loop`` (verl's agent-loop registry): ``needs``
-    says what runs in it (one agent loop per run: plugin loops do not combine yet)."""
+    """Refuse a run whose default agent loop is not ``loop`` (verl's agent-loop registry; the
+    plugins' request transforms run in reasonrl's one loop, ``reasonrl``): ``needs`` says what
+    runs in it."""
     chosen = config_value(config, "actor_rollout_ref.rollout.agent.default_agent_loop")
     if chosen != loop:
         raise ConfigError(
             "actor_rollout_ref.rollout.agent.default_agent_loop",
-            f"is {chosen!r}: {needs} runs in agent loop {loop!r} (the plugin's option sets it; it cannot combine "
-            "with another plugin's agent loop yet)",
+            f"is {chosen!r}: {needs} runs in agent loop {loop!r} (the plugin's option sets it; every plugin's "
+            "request transforms compose there)",
         )
 
 

@@ -140,6 +140,21 @@ def reasonrl_trainer_callbacks() -> list[TrainerCallback]:
 
 
 @hookspec
+def reasonrl_request_transforms(config: DictConfig) -> list[Callable[..., Any]]:
+    """What the plugin does to each generation request of this run, in reasonrl's one agent loop
+    ``reasonrl`` (selected by ``actor_rollout_ref.rollout.agent.default_agent_loop=reasonrl``).
+
+    Called once per agent-loop worker process with the run's config (verl's trainer config).
+
+    :param config: the composed run config.
+    :return: factories ``factory(context) -> RequestTransform | None``, each building one
+        :class:`~reasonrl.request_transforms.RequestTransform` per request from a
+        :class:`~reasonrl.request_transforms.RequestContext`; an empty list when the run does not
+        use the plugin. Transforms of several plugins compose, ordered by ``RequestTransform.order``.
+    """
+
+
+@hookspec
 def reasonrl_api_functions() -> dict[str, Callable[..., Any]]:
     """Public functions the plugin offers as ``reasonrl.api.<name>`` (a technique's facade, e.g.
     ``math_reward``): ``name -> function``, listed by ``reasonrl.api.functions()``. A built-in

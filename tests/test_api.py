@@ -32,6 +32,19 @@ def test_every_plugin_facade_is_an_explicit_reexport_of_the_same_function():
         assert getattr(api, name) is function and name in api.__all__
 
 
+def test_every_reasonrl_function_of_a_plugin_module_is_a_hook_implementation():
+    """A ``reasonrl_*`` function without ``@hookimpl`` is silently not a hook (the rollout
+    plugin's ``reasonrl_api_functions`` was: ``functions()`` never listed its facade)."""
+    from reasonrl.hookspecs import PROJECT
+
+    for folder in sorted(p for p in (REPO / "plugins").iterdir() if (p / "__init__.py").exists()):
+        module = importlib.import_module(f"reasonrl.plugins.{folder.name}")
+        for name, value in vars(module).items():
+            if name.startswith("reasonrl_") and callable(value):
+                assert hasattr(value, f"{PROJECT}_impl"), f"plugin {folder.name}: {name} lacks @hookimpl"
+    assert "fifo_early_termination" in api.functions()
+
+
 def test_plugins_that_call_another_plugin_through_the_api_declare_it():
     owners = _reexports()
     for folder in sorted(p for p in (REPO / "plugins").iterdir() if (p / "__init__.py").exists()):

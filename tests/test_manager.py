@@ -89,5 +89,10 @@ def test_declaration_hooks_list_every_argument_free_hook():
 
     every_hook = {name for name in dir(hookspecs) if name.startswith("reasonrl_")}
     with_arguments = {name for name in every_hook if inspect.signature(getattr(hookspecs, name)).parameters}
-    assert with_arguments == {"reasonrl_check_config", "reasonrl_dataset_columns", "reasonrl_check_inputs"}
+    assert with_arguments == {
+        "reasonrl_check_config",
+        "reasonrl_dataset_columns",
+        "reasonrl_check_inputs",
+        "reasonrl_request_transforms",
+    }
     assert set(hookspecs.DECLARATION_HOOKS) == every_hook - with_arguments

@@ -214,13 +214,13 @@ def test_what_vllm_0_24_offers_without_a_gpu():
 
 
 def test_rollout_repeat_detection_builds_vllm_024s_sampling_parameter():
-    """The rollout plugin's agent loop asks vLLM 0.24 for repeat detection with the same
+    """The rollout plugin's request transform asks vLLM 0.24 for repeat detection with the same
     parameter class and finish reason as on vLLM 0.32 (run on CPU: nothing is generated)."""
     from vllm import SamplingParams
     from vllm.v1.engine import FINISH_REASON_STRINGS
 
     from reasonrl.plugins.rollout.config import REPETITION, RolloutConfig
-    from reasonrl.plugins.rollout.verl_agent_loop import repetition_sampling_params
+    from reasonrl.plugins.rollout.verl_request import repetition_sampling_params
 
     extra = repetition_sampling_params(RolloutConfig(repetition_max_pattern=64, repetition_min_count=8))
     params = SamplingParams(max_tokens=16, **extra)

@@ -6,22 +6,17 @@ of output lengths approaches the limit) and MiMo-7B-RL-0530 §3.6 (32K → 38K �
 - ``schedule.py``: the framework-free rule (stages, quantile, trigger fraction, patience);
 - ``verl_callback.py``: a callback of trainer mode ``reasonrl_sync`` that observes each step's
   response lengths, puts the current limit on every training batch and checkpoints its state;
-- ``verl_agent_loop.py``: verl agent loop ``reasonrl_length_capped`` that caps each training
-  request (``max_tokens``) at that limit; the run itself is configured at the last stage.
+- ``verl_request.py``: a request transform of reasonrl's agent loop ``reasonrl`` that caps each
+  training request (``max_tokens``) at that limit; the run itself is configured at the last stage.
 """
 
 from __future__ import annotations
 
 from reasonrl.config import ConfigError, config_value, require_agent_loop, require_trainer_mode
-from reasonrl.contracts import ConfigGroup, PluginInfo, Registration, TrainerCallback
+from reasonrl.contracts import ConfigGroup, PluginInfo, TrainerCallback
 from reasonrl.hookspecs import hookimpl
-from reasonrl.plugins.length_curriculum.config import AGENT_LOOP, KEY, LENGTH_CURRICULUM_GROUP
-
-
-def _register_agent_loop() -> None:
-    from reasonrl.bridges.import_hooks import register_agent_loop_when_loaded
-
-    register_agent_loop_when_loaded("reasonrl.plugins.length_curriculum.verl_agent_loop")
+from reasonrl.plugins.length_curriculum.config import KEY, LENGTH_CURRICULUM_GROUP
+from reasonrl.request_transforms import AGENT_LOOP
 
 
 def _build_callback(config):
@@ -40,16 +35,14 @@ def reasonrl_plugin_info() -> PluginInfo:
 
 
 @hookimpl
-def reasonrl_verl_registrations() -> list[Registration]:
-    return [
-        Registration(
-            "verl",
-            "agent_loop",
-            AGENT_LOOP,
-            _register_agent_loop,
-            "agent_loop._agent_loop_registry['reasonrl_length_capped'] (single turn, max_tokens = current limit)",
-        )
-    ]
+def reasonrl_request_transforms(config) -> list:
+    from reasonrl.plugins.length_curriculum.config import settings_from
+
+    if not settings_from(config).stages:
+        return []
+    from reasonrl.plugins.length_curriculum.verl_request import length_cap
+
+    return [length_cap]
 
 
 @hookimpl

@@ -13,9 +13,7 @@ from reasonrl.contracts import ConfigGroup
 from reasonrl.plugins.length_curriculum.schedule import LengthCurriculum, check_stages
 
 KEY = "reasonrl.length_curriculum"
-#: The agent loop (verl's agent-loop registry) that caps each training request.
-AGENT_LOOP = "reasonrl_length_capped"
-#: The batch field that carries the current limit from the trainer to the agent loop.
+#: The batch field that carries the current limit from the trainer to the request transform.
 LIMIT_FIELD = "reasonrl_response_limit"
 
 

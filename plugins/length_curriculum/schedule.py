@@ -13,7 +13,7 @@ number; 0.9 is an assumption. ``patience`` keeps one noisy step from jumping a s
 count restarts below the trigger and at each step-up). Responses are generated with the cap
 L_k, so ℓ ≤ L_k and q_t ≤ L_k: f must be ≤ 1.
 
-No upstream import here: the verl adapters are ``verl_callback.py`` and ``verl_agent_loop.py``.
+No upstream import here: the verl adapters are ``verl_callback.py`` and ``verl_request.py``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """verl adapter: the ``length_curriculum`` callback of trainer mode ``reasonrl_sync``.
 
 - ``batch_fields(trainer)``: every training batch (each step's batch and each DAPO refill; not
-  validation) carries the current limit as ``reasonrl_response_limit``; the agent loop
-  ``reasonrl_length_capped`` caps the batch's requests at it (``verl_agent_loop.py``);
+  validation) carries the current limit as ``reasonrl_response_limit``; the plugin's request
+  transform in agent loop ``reasonrl`` caps the batch's requests at it (``verl_request.py``);
 - ``before_advantage``: the step's response lengths (verl's per-sample ``response_len`` tags,
   padding samples left out — the lengths the responses were generated to, untouched by any
   mask another callback rewrites) go to :meth:`LengthCurriculum.observe`; a step-up applies
@@ -18,8 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from reasonrl.callbacks import CheckpointedState, StepCallback
-from reasonrl.plugins.length_curriculum.config import AGENT_LOOP, LIMIT_FIELD, LengthCurriculumConfig
+from reasonrl.plugins.length_curriculum.config import LIMIT_FIELD, LengthCurriculumConfig
 from reasonrl.plugins.length_curriculum.schedule import LengthCurriculum
+from reasonrl.request_transforms import AGENT_LOOP
 
 PREFIX = "length_curriculum"
 

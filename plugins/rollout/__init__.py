@@ -6,9 +6,9 @@ demand-driven launching, FIFO early termination), LongCat-Flash-Thinking §3.1.1
 staleness-bounded streaming), Llama-Nemotron §5.2.3 (FP8 generation).
 
 - ``seamless.py``, ``partial.py``, ``staleness.py``, ``repetition.py``: framework-free cores;
-- ``verl_agent_loop.py``: agent loop ``reasonrl_rollout`` (vLLM's repeat detection per request,
-  stop reasons kept, partial rollout's budgeted and continued requests); ``verl_callback.py``: the
-  penalty and the rates, the held groups' store, a ``reasonrl_sync`` callback;
+- ``verl_request.py``: request transforms of reasonrl's agent loop ``reasonrl`` (vLLM's repeat
+  detection per request, stop reasons kept, partial rollout's budgeted and continued requests);
+  ``verl_callback.py``: the penalty and the rates, the held groups' store, a ``reasonrl_sync`` callback;
 - ``benchmarks/rollout/`` of the source checkout (not installed): ``simulator.py`` (policies) /
   ``sim_model.py`` (engine, records) / ``trace.py``: the schedulers on a long-tail trace
   (``reasonrl bench rollout``).
@@ -17,15 +17,10 @@ staleness-bounded streaming), Llama-Nemotron §5.2.3 (FP8 generation).
 from __future__ import annotations
 
 from reasonrl.config import REASONRL_TRAINER_MODE, ConfigError, config_value, require_agent_loop, require_trainer_mode
-from reasonrl.contracts import ConfigGroup, PluginInfo, Registration, TrainerCallback
+from reasonrl.contracts import ConfigGroup, PluginInfo, TrainerCallback
 from reasonrl.hookspecs import hookimpl
-from reasonrl.plugins.rollout.config import AGENT_LOOP, ROLLOUT_GROUP
-
-
-def _register_agent_loop() -> None:
-    from reasonrl.bridges.import_hooks import register_agent_loop_when_loaded
-
-    register_agent_loop_when_loaded("reasonrl.plugins.rollout.verl_agent_loop")
+from reasonrl.plugins.rollout.config import ROLLOUT_GROUP
+from reasonrl.request_transforms import AGENT_LOOP
 
 
 def _build_callback(config):
@@ -43,19 +38,6 @@ def reasonrl_plugin_info() -> PluginInfo:
         "groups (DORA); FP8 generation",
         reports=("Kimi k1.5 §2.6.2", "MiMo-7B §3.4.1", "LongCat-Flash-Thinking §3.1.1", "Llama-Nemotron §5.2.3"),
     )
-
-
-@hookimpl
-def reasonrl_verl_registrations() -> list[Registration]:
-    return [
-        Registration(
-            "verl",
-            "agent_loop",
-            AGENT_LOOP,
-            _register_agent_loop,
-            "agent_loop._agent_loop_registry['reasonrl_rollout'] (single turn, vLLM repetition_detection, stop reason kept)",
-        )
-    ]
 
 
 @hookimpl
@@ -77,6 +59,14 @@ def reasonrl_benchmarks() -> list:
 
 
 @hookimpl
+def reasonrl_request_transforms(config) -> list:
+    from reasonrl.plugins.rollout.config import settings_from
+    from reasonrl.plugins.rollout.verl_request import transform_factories
+
+    return transform_factories(settings_from(config))
+
+
+@hookimpl
 def reasonrl_api_functions() -> dict:
     from reasonrl.plugins.rollout.seamless import fifo_early_termination
 
@@ -84,7 +74,7 @@ def reasonrl_api_functions() -> dict:
 
 
 def check_rollout(config) -> None:
-    """Repeat detection and partial rollout run in the ``reasonrl_rollout`` agent loop; partial,
+    """Repeat detection and partial rollout run in reasonrl's agent loop ``reasonrl``; partial,
     seamless and staleness-bounded rollout in trainer mode ``reasonrl_sync`` and reasonrl's replay
     buffer (which holds the unfinished groups / runs the schedule); the repetition penalty in any
     of reasonrl's trainer modes."""

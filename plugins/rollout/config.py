@@ -12,9 +12,7 @@ from reasonrl.config import ConfigError, group_settings, knob
 from reasonrl.contracts import ConfigGroup
 
 KEY = "reasonrl.rollout"
-#: The agent loop (verl's agent-loop registry) that asks vLLM for repetition detection.
-AGENT_LOOP = "reasonrl_rollout"
-#: The per-response field the agent loop records vLLM's stop reason under (verl keeps it in
+#: The per-response field the request transform records vLLM's stop reason under (verl keeps it in
 #: ``extra_fields``).
 STOP_REASON_FIELD = "reasonrl_stop_reason"
 #: vLLM's finish reason for a generation stopped by repetition detection.

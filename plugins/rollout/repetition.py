@@ -2,7 +2,7 @@
 and an extra penalty").
 
 Inside generation the detection is vLLM's own (``SamplingParams.repetition_detection``, finish
-reason ``repetition``; ``verl_agent_loop.py`` asks for it). This module holds the same tail rule
+reason ``repetition``; ``verl_request.py`` asks for it). This module holds the same tail rule
 for what happens outside the engine — flagging and counting in tests and the benchmark — and the
 penalty applied to flagged rewards.
 """

@@ -1,7 +1,7 @@
 """verl adapter: the rollout plugin's callback of trainer mode ``reasonrl_sync``.
 
 Repeat detection (``before_advantage``): reads each response's stop reason
-(``extra_fields[STOP_REASON_FIELD]``, put there by agent loop ``reasonrl_rollout``), subtracts
+(``extra_fields[STOP_REASON_FIELD]``, put there by the plugin's request transform in agent loop ``reasonrl``), subtracts
 ``repetition_penalty`` from the reward of every response vLLM stopped for repetition (at the token
 that carries the score, as verl's reward does) and logs ``reasonrl/rollout/repetition_stops``,
 ``.../repetition_rate``, ``.../repetition_tokens`` (tokens the stopped responses hold: what they
@@ -11,7 +11,7 @@ after, read back from verl's TransferQueue).
 Partial rollout (Kimi k1.5 §2.6.2; ``PartialRolloutCallback``): every training batch carries the
 token budget; a finished group with an unfinished response is held back (``holds_group``: verl
 refills its slot) into the checkpointed ``PartialRolloutStore``; held groups go out first in the
-next batch (``carried_prompts``), where the agent loop continues them under the newer policy
+next batch (``carried_prompts``), where the request transform continues them under the newer policy
 (refills within a step take held groups only beyond ``train_batch_size`` waiting ones).
 Logs ``reasonrl/rollout/partial_{held_groups,carried_groups,waiting_groups,continued_responses,
 segments_max,earlier_tokens_masked}``.

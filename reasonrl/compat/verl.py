@@ -241,6 +241,29 @@ def engine_registered(model_type: str, backend: str, device: str) -> Any:
     return EngineRegistry._engines.get(model_type, {}).get(backend, {}).get(device)
 
 
+def _composed_agent_loop_on(config: Any) -> bool:
+    from reasonrl.request_transforms import AGENT_LOOP
+
+    return config_value(config, "actor_rollout_ref.rollout.agent.default_agent_loop") == AGENT_LOOP
+
+
+AGENT_LOOP_BASE = declare(
+    Reach(
+        name="verl.agent-loop-single-turn",
+        package="verl",
+        versions=VERL_0_9,
+        touches="SingleTurnAgentLoop (subclassed: run(sampling_params, **kwargs), .config, .response_length, "
+        ".tokenizer, .server_manager wrapped per agent-loop instance and called as generate(**request) with "
+        "prompt_ids/sampling_params), AgentLoopWorkerTQ.generate_sequences handing a training batch's NonTensorData "
+        "fields to run(**kwargs), the agent-loop registry's register()",
+        used_by="reasonrl's composable agent loop 'reasonrl' (the plugins' request transforms: length cap, repeat "
+        "detection, partial rollout)",
+        public_hook="request transforms (sampling-parameter and generate middleware) in verl's agent-loop API",
+        needed=_composed_agent_loop_on,
+    )
+)
+
+
 def _length_curriculum_on(config: Any) -> bool:
     return bool(config_value(config, "reasonrl.length_curriculum.stages"))
 
@@ -250,9 +273,8 @@ AGENT_LOOP_CAP = declare(
         name="verl.agent-loop-request-cap",
         package="verl",
         versions=VERL_0_9,
-        touches="SingleTurnAgentLoop.run/.response_length (subclassed), AgentLoopWorkerTQ.generate_sequences handing "
-        "a training batch's NonTensorData fields to AgentLoopBase.run(**kwargs), the LLM server taking "
-        "sampling_params['max_tokens'] as the request's cap, KVBatchMeta tags 'response_len'/'is_padding'",
+        touches="the LLM server taking sampling_params['max_tokens'] as the request's cap (through the agent loop "
+        "'reasonrl'), KVBatchMeta tags 'response_len'/'is_padding'",
         used_by="length_curriculum plugin (each training request capped at the current stage; the step's lengths)",
         public_hook="a per-request response budget in verl's agent-loop input honoured by every agent loop, and "
         "response lengths in a public trainer-callback API",
@@ -261,8 +283,9 @@ AGENT_LOOP_CAP = declare(
 )
 
 
-def _rollout_agent_loop_on(config: Any) -> bool:
-    return config_value(config, "actor_rollout_ref.rollout.agent.default_agent_loop") == "reasonrl_rollout"
+def _rollout_requests_transformed(config: Any) -> bool:
+    repeat = (config_value(config, "reasonrl.rollout.repetition_max_pattern") or 0) > 0
+    return repeat or config_value(config, "reasonrl.rollout.token_budget") is not None
 
 
 AGENT_LOOP_STOP_REASON = declare(
@@ -270,23 +293,21 @@ AGENT_LOOP_STOP_REASON = declare(
         name="verl.agent-loop-stop-reason",
         package="verl",
         versions=VERL_0_9,
-        touches="SingleTurnAgentLoop.run (subclassed) and .server_manager (wrapped per agent-loop instance), "
-        "TokenOutput.stop_reason (vLLM's finish reason, e.g. 'repetition') and TokenOutput.extra_fields reaching "
-        "the batch's 'extra_fields', the LLM server building vLLM SamplingParams from the request's sampling_params "
-        "(max_tokens honoured), TokenOutput's constructor, run(**kwargs) receiving session_id and global_steps, "
-        "extra_fields' min/max_global_steps read as verl's version tags",
+        touches="TokenOutput.stop_reason (vLLM's finish reason, e.g. 'repetition') and TokenOutput.extra_fields "
+        "reaching the batch's 'extra_fields', the LLM server building vLLM SamplingParams from the request's "
+        "sampling_params (max_tokens honoured), TokenOutput's constructor, run(**kwargs) receiving session_id and "
+        "global_steps, extra_fields' min/max_global_steps read as verl's version tags",
         used_by="rollout plugin (vLLM repeat detection asked per request; each response's stop reason kept; "
         "partial rollout's budgeted, continued requests)",
         public_hook="the engine's stop reason in AgentLoopOutput, and engine-specific sampling parameters "
         "declared in the rollout config",
-        needed=_rollout_agent_loop_on,
+        needed=_rollout_requests_transformed,
     )
 )
 
 
-def single_turn_agent_loop_base(reach: Reach = AGENT_LOOP_CAP) -> type:
-    """verl's ``SingleTurnAgentLoop`` (the length curriculum's capped agent loop and the rollout
-    plugin's loop subclass it; each names its own reach)."""
+def single_turn_agent_loop_base(reach: Reach = AGENT_LOOP_BASE) -> type:
+    """verl's ``SingleTurnAgentLoop``, which reasonrl's composable agent loop subclasses."""
     reach.require()
     from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 

@@ -27,7 +27,7 @@ def test_longcat_option_file_validates_and_selects_the_capped_loop():
     config = compose("recipe=longcat", "+reasonrl/length_curriculum=longcat_code")
     validate("recipe=longcat", "+reasonrl/length_curriculum=longcat_code")
     assert list(config.reasonrl.length_curriculum.stages) == [47104, 55296, 63488]
-    assert config_value(config, "actor_rollout_ref.rollout.agent.default_agent_loop") == "reasonrl_length_capped"
+    assert config_value(config, "actor_rollout_ref.rollout.agent.default_agent_loop") == "reasonrl"
     assert config_value(config, "trainer.v1.trainer_mode") == "reasonrl_sync"
     # the last stage is the length the run (tensors, vLLM) is sized for: the recipe's own
     assert config_value(config, "actor_rollout_ref.rollout.response_length") == 63488

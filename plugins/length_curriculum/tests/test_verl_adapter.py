@@ -1,18 +1,17 @@
 """The verl adapters against verl 0.9.1's real classes, without Ray or vLLM: a training batch
 carrying the limit goes through verl's own agent-loop worker code (``AgentLoopWorkerTQ``'s
 ``generate_sequences``, ``AgentLoopWorker._run_agent_loop``, the agent-loop registry and
-hydra instantiation) into the capped loop and reaches the LLM server as ``max_tokens``; a
+hydra instantiation) into reasonrl's agent loop, whose length-cap transform makes it reach the LLM server as ``max_tokens``; a
 validation batch does not. The callback on verl's ``KVBatchMeta`` and its checkpointed state."""
 
 from __future__ import annotations
 
-import asyncio
 import types
 
-import numpy as np
 import pytest
 
-from reasonrl.plugins.length_curriculum.config import AGENT_LOOP, LIMIT_FIELD
+from reasonrl.plugins.length_curriculum.config import LIMIT_FIELD
+from reasonrl.request_transforms import AGENT_LOOP
 
 STAGES = "reasonrl.length_curriculum.stages=[16,24,32]"
 TINY = ["recipe=longcat", "+preset=cpu_tiny", "+reasonrl/length_curriculum=longcat_code", STAGES]
@@ -25,95 +24,34 @@ def config():
     return compose_config(TINY)
 
 
-def unwrapped(method):
-    """Ray wraps actor methods for tracing; the plain function underneath."""
-    return getattr(method, "__wrapped__", method)
-
-
-class FakeServer:
-    """verl's LLMServerClient.generate signature; answers with as many tokens as allowed (else 40)."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict] = []
-
-    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
-        from verl.workers.rollout.replica import TokenOutput
-
-        self.requests.append(dict(sampling_params))
-        n = int(sampling_params.get("max_tokens", 40))
-        return TokenOutput(token_ids=[7] * n, log_probs=[0.0] * n)
-
-
-def test_registered_in_verls_agent_loop_registry():
+def test_the_cap_is_a_transform_of_the_composed_loop_only_while_the_curriculum_is_on(config):
     import verl  # noqa: F401  (reasonrl's verl bridge: the registration waits for the agent-loop package)
     from verl.experimental.agent_loop import agent_loop
 
-    from reasonrl.plugins.length_curriculum.verl_agent_loop import LengthCappedAgentLoop
+    from reasonrl.bridges.verl_agent_loop import ComposedAgentLoop
+    from reasonrl.cli.train import compose_config
+    from reasonrl.plugins.length_curriculum.verl_request import length_cap
+    from reasonrl.request_transforms import transform_factories
 
     assert agent_loop._agent_loop_registry[AGENT_LOOP] == {
-        "_target_": f"{LengthCappedAgentLoop.__module__}.{LengthCappedAgentLoop.__qualname__}"
+        "_target_": f"{ComposedAgentLoop.__module__}.{ComposedAgentLoop.__qualname__}"
     }
+    assert ("length_curriculum", length_cap) in transform_factories(config)
+    off = compose_config(["recipe=longcat", "+preset=cpu_tiny"])
+    assert all(plugin != "length_curriculum" for plugin, _ in transform_factories(off))
 
 
-def rollout(config, *, limit: int | None, validate: bool) -> tuple[FakeServer, list]:
-    """A 4-prompt batch (as the trainer builds it) through verl's agent-loop worker code."""
-    import verl  # noqa: F401
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
-    from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
-    from verl.utils import tensordict_utils as tu
-    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
-
+def rollout(config, *, limit: int | None, validate: bool):
+    """A 4-prompt batch (as the trainer builds it) through verl's agent-loop worker code; the
+    callback's batch fields on it when a limit is given (every training batch carries them)."""
     from reasonrl.plugins.length_curriculum.verl_callback import LengthCurriculumCallback
-    from reasonrl.smoke.tokenizer import build_tokenizer
+    from reasonrl.testing.agent_loop import run_batch
 
-    rows = [
-        {"raw_prompt": [{"role": "user", "content": f"{i}+1="}], "index": i, "data_source": "sum"} for i in range(4)
-    ]
-    batch_dict = collate_fn(rows)
-    batch_dict["uid"] = np.array([f"u{i}" for i in range(4)], dtype=object)
-    batch = tu.get_tensordict(batch_dict)
-    tu.assign_non_tensor_data(batch, "global_steps", 3)
-    if validate:
-        tu.assign_non_tensor_data(batch, "validate", True)  # as verl's _validate does
+    fields = {}
     if limit is not None:
-        # the proposed trainer hook: every callback's batch_fields() on every training batch
-        callback = LengthCurriculumCallback(types.SimpleNamespace(limit=limit))
-        for key, value in callback.batch_fields(trainer=None).items():
-            tu.assign_non_tensor_data(batch, key, value)
-
-    server, outputs = FakeServer(), []
-
-    async def postprocess(output, validate, **kwargs):
-        outputs.append(output)
-
-    async def main():
-        worker = types.SimpleNamespace(
-            config=config,
-            background_tasks=set(),
-            llm_client=server,
-            tokenizer=build_tokenizer(),
-            processor=None,
-            hf_model_type=None,
-            dataset_cls=RLHFDataset,
-            tools=[],
-            _agent_loop_postprocess=postprocess,
-        )
-        run_agent_loop = unwrapped(AgentLoopWorker._run_agent_loop)
-
-        async def run_prompt(prompt, sampling_params, trajectory, trace=False):
-            # verl's _run_prompt without its TransferQueue status writes: one session per prompt
-            await run_agent_loop(
-                worker, dict(sampling_params), trajectory=trajectory, trace=False, session_id=0, **prompt
-            )
-
-        worker._run_prompt = run_prompt
-        for chunk in batch.chunk(2):  # as AgentLoopManagerTQ splits a batch over its workers
-            await unwrapped(AgentLoopWorkerTQ.generate_sequences)(worker, chunk)
-        while worker.background_tasks:
-            await asyncio.gather(*list(worker.background_tasks))
-
-    asyncio.run(main())
-    return server, outputs
+        fields = LengthCurriculumCallback(types.SimpleNamespace(limit=limit)).batch_fields(trainer=None)
+    server, outputs = run_batch(config, fields, validate=validate)
+    return types.SimpleNamespace(requests=[r["sampling_params"] for r in server.requests]), outputs
 
 
 def test_training_requests_are_capped_at_the_batch_limit(config):

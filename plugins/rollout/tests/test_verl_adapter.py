@@ -14,27 +14,26 @@ from reasonrl.config import ConfigError
 from reasonrl.plugins.rollout.config import CARRIED_FIELD, STOP_REASON_FIELD, RolloutConfig
 
 
-def test_agent_loops_register_when_an_adapter_is_imported_first():
-    """An adapter imported before verl's agent-loop package (a user, a test): both plugins' loops
-    end up in verl's registry, importable by the path verl stores. (verl's package first is the
-    agent-loop workers' order: every CPU main-job run with a plugin loop exercises it.)"""
-    for first in ("reasonrl.plugins.rollout.verl_agent_loop",):
-        code = (
-            f"import importlib; importlib.import_module({first!r})\n"
-            "from verl.experimental.agent_loop.agent_loop import _agent_loop_registry as r\n"
-            "import hydra.utils\n"
-            "print(sorted(k for k in r if k.startswith('reasonrl_')),"
-            " hydra.utils.get_class(r['reasonrl_rollout']['_target_']).__name__)"
-        )
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert done.stdout.strip().splitlines()[-1] == "['reasonrl_length_capped', 'reasonrl_rollout'] RolloutAgentLoop"
+def test_the_composed_agent_loop_registers_when_its_adapter_is_imported_first():
+    """The core's loop imported before verl's agent-loop package (a user, a test) ends up in
+    verl's registry, importable by the path verl stores, and no plugin registers a loop of its own.
+    (verl's package first is the agent-loop workers' order: every CPU main-job run with a request
+    transform exercises it.)"""
+    code = (
+        "import reasonrl.bridges.verl_agent_loop\n"
+        "from verl.experimental.agent_loop.agent_loop import _agent_loop_registry as r\n"
+        "import hydra.utils\n"
+        "print(sorted(k for k in r if k.startswith('reasonrl')), hydra.utils.get_class(r['reasonrl']['_target_']).__name__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "['reasonrl'] ComposedAgentLoop"
 
 
 def test_repeat_detection_reaches_vllms_sampling_params():
     from vllm import SamplingParams
 
-    from reasonrl.plugins.rollout.verl_agent_loop import repetition_sampling_params
+    from reasonrl.plugins.rollout.verl_request import repetition_sampling_params
 
     settings = RolloutConfig(repetition_max_pattern=64, repetition_min_pattern=2, repetition_min_count=8)
     params = SamplingParams(max_tokens=8, **repetition_sampling_params(settings))
@@ -146,16 +145,22 @@ class _FakeEngine:
 def test_budgeted_requests_continue_from_the_tokens_so_far_and_flag_unfinished_ones():
     import asyncio
 
-    from reasonrl.plugins.rollout.verl_agent_loop import _BudgetedRequest, _StopReasonRecorder
+    from reasonrl.plugins.rollout.config import BUDGET_FIELD
+    from reasonrl.plugins.rollout.verl_request import PartialRollout, StopReasons
+    from reasonrl.request_transforms import chain_generate
 
     eos = 2
-    engine = _FakeEngine([[5, 6, 7], [8, eos], [9, 9, 9]])
-    recorder = _StopReasonRecorder(engine)
+    engine = _FakeEngine([[5, 6, 7], [8, eos], [9, 9, 9], [4, 4, 4], [4]])
 
-    def ask(prior, version, length=32):
-        recorder.request = _BudgetedRequest(3, version, length, {eos}, prior)
-        out = asyncio.run(recorder.generate(request_id="r", prompt_ids=[100, 101], sampling_params={"temperature": 1}))
-        return out, recorder.request.record
+    def ask(prior, version, length=32, cap=None):
+        partial = PartialRollout(length, {eos}, earlier_segments_in_loss=False)
+        params = {"temperature": 1} if cap is None else {"temperature": 1, "max_tokens": cap}
+        carried = json.dumps([prior]) if prior else ""
+        params = partial.sampling_params(params, {BUDGET_FIELD: 3, CARRIED_FIELD: carried}, {"global_steps": version})
+        call = chain_generate([StopReasons({}), partial], engine.generate)
+        out = asyncio.run(call(request_id="r", prompt_ids=[100, 101], sampling_params=params))
+        assert out.extra_fields[STOP_REASON_FIELD] == out.stop_reason, "the recorder wraps the budgeted call"
+        return out, partial.request.record
 
     out, record = ask(None, version=1)  # a new prompt: budget 3, all used, no EOS -> unfinished
     assert engine.requests[-1] == ([100, 101], {"temperature": 1, "max_tokens": 3})
@@ -169,6 +174,12 @@ def test_budgeted_requests_continue_from_the_tokens_so_far_and_flag_unfinished_o
     assert len(engine.requests) == calls and out.token_ids == [5, 6, 7, 8, eos] and again.segments == record.segments
     out, record = ask(None, version=1, length=3)  # the response length ends it, not the budget
     assert out.token_ids == [9, 9, 9] and not record.unfinished
+    # an earlier transform's cap (the length curriculum's max_tokens = 4) is the response's limit:
+    # the second segment asks for 1 token, and the response ends there instead of being held forever
+    out, record = ask(None, version=1, cap=4)
+    assert record.unfinished and engine.requests[-1][1]["max_tokens"] == 3
+    out, record = ask(record.to_record(), version=2, cap=4)
+    assert engine.requests[-1][1]["max_tokens"] == 1 and out.token_ids == [4, 4, 4, 4] and not record.unfinished
 
 
 def test_held_groups_wait_for_the_next_iteration_and_refills_take_them_only_beyond_a_batch():
