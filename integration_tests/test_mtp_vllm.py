@@ -3,7 +3,7 @@ layer trained with MiMo's objective, replicated to 3 by ``reasonrl mtp replicate
 greedy outputs with k = 1 and k = 3 drafts are token-for-token those without drafting over 50
 prompts; and the multi-layer drafter's per-position acceptance equals a replay of speculative
 decoding written from the equations (layer j drafts token j), so layers 2..3 really draft; with
-temperature 1 the drafted run samples from the target's distribution (patches/
+temperature 1 the drafted run samples from the target's distribution (patches/cpu_platform/
 vllm_cpu_spec_decode_expand.py: vLLM CPU's expand kernel corrupted the temperatures)."""
 
 from __future__ import annotations

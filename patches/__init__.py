@@ -1,9 +1,11 @@
 """Shipped patches to upstream code (see :mod:`reasonrl.patching` for the mechanism).
 
-One module per patch, each defining a :class:`~reasonrl.patching.Patch` named ``PATCH``
-and listed in :data:`SHIPPED`. A patch is added only when a plugin needs a change that no
-upstream extension point allows. Five ship: three for verl's/vLLM's CPU platform, one for the
-MTP drafter, one for verl's abort path on vLLM 0.32 (``patches/README.md``).
+One module per patch, each defining a :class:`~reasonrl.patching.Patch` named ``PATCH``. A
+patch is added only when a change is needed that no upstream extension point allows. A patch
+that one plugin needs lives in ``patches/<plugin>/`` and is declared by that plugin's
+``reasonrl_patches`` hook (``cpu_platform``: three, ``mtp``: one), so it leaves with the plugin;
+this package's own :data:`SHIPPED` holds the core's: verl 0.9.1's abort path on vLLM 0.32, which
+every trainer mode that aborts requests uses (``patches/README.md``).
 """
 
 from __future__ import annotations
@@ -15,18 +17,15 @@ from reasonrl.hookspecs import hookimpl
 from reasonrl.patching import Patch
 
 #: Module names (inside this package) of the shipped patches.
-SHIPPED: tuple[str, ...] = (
-    "verl_cpu_process_group",
-    "vllm_cpu_updatable_weights",
-    "vllm_mtp_first_pass",
-    "vllm_cpu_spec_decode_expand",
-    "vllm_pause_generation_mode",
-)
+SHIPPED: tuple[str, ...] = ("vllm_pause_generation_mode",)
 
 
 @hookimpl
 def reasonrl_plugin_info() -> PluginInfo:
-    return PluginInfo(name="patches", summary="version-guarded upstream patches shipped with reasonrl")
+    return PluginInfo(
+        name="patches",
+        summary="the core's version-guarded upstream patch (verl 0.9.1's abort path on vLLM 0.32); plugins declare their own",
+    )
 
 
 @hookimpl

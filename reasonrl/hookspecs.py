@@ -22,6 +22,7 @@ from reasonrl.contracts import CliCommand, ConfigGroup, DatasetColumn, PluginInf
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from omegaconf import DictConfig
 
+    from reasonrl.compat import Reach
     from reasonrl.patching import Patch
 
 PROJECT = "reasonrl"
@@ -155,6 +156,17 @@ def reasonrl_request_transforms(config: DictConfig) -> list[Callable[..., Any]]:
 
 
 @hookspec
+def reasonrl_reaches() -> list[Reach]:
+    """The upstream internals the plugin reaches into, each a :class:`~reasonrl.compat.Reach`
+    (package, version range, what it touches, the public hook that would replace it) declared in
+    the plugin's own ``compat.py`` beside the accessors that call ``reach.require()``.
+
+    ``reasonrl train`` names each reach a run needs on an upstream version outside its range at
+    start-up; ``reasonrl plugins`` lists them all. Must not import the upstream package.
+    """
+
+
+@hookspec
 def reasonrl_api_functions() -> dict[str, Callable[..., Any]]:
     """Public functions the plugin offers as ``reasonrl.api.<name>`` (a technique's facade, e.g.
     ``math_reward``): ``name -> function``, listed by ``reasonrl.api.functions()``. A built-in
@@ -193,6 +205,7 @@ DECLARATION_HOOKS = (
     "reasonrl_benchmarks",
     "reasonrl_trainer_callbacks",
     "reasonrl_api_functions",
+    "reasonrl_reaches",
     "reasonrl_config_resolvers",
     "reasonrl_side_environments",
 )

@@ -173,19 +173,17 @@ def test_cpu_platform_patches_do_not_apply_without_vllm_cpu(monkeypatch):
     assert "not its CPU build" in compat_vllm.cpu_build_missing()
 
 
-def test_the_mtp_drafter_is_registered_only_on_request(monkeypatch):
-    from reasonrl.compat import vllm as compat_vllm
+def test_a_plugins_reaches_come_from_its_own_compat_module_through_the_hook():
+    from reasonrl.plugins.length_curriculum import compat as length_compat
+    from reasonrl.plugins.mtp import compat as mtp_compat
 
-    monkeypatch.delenv(compat_vllm.MTP_DRAFTER_ENV, raising=False)
-    assert "REASONRL_MTP_DRAFTER unset" in compat_vllm.mtp_drafter_active()
-    monkeypatch.setenv(compat_vllm.MTP_DRAFTER_ENV, "multi_layer=False")
-    assert compat_vllm.mtp_drafter_active() is not None
-    monkeypatch.setenv(compat_vllm.MTP_DRAFTER_ENV, "multi_layer=True")
-    assert compat_vllm.mtp_drafter_active() is None
-    fake_versions(monkeypatch, vllm="0.33.0")
-    reason = compat_vllm.mtp_drafter_active()
-    assert "vllm 0.33.0 is installed" in reason and "vLLM's own MiMoMTPModel" in reason
-    assert compat_vllm.first_pass_patch_skip_reason().startswith("it serves only reasonrl's multi-layer MTP drafter")
+    reaches = {reach.name: reach for reach in all_reaches()}
+    assert reaches["verl.agent-loop-request-cap"] is length_compat.AGENT_LOOP_CAP
+    assert reaches["vllm.mtp-drafter"] is mtp_compat.MTP_DRAFTER
+    # the core's compat modules keep only the core's reaches and those several plugins share
+    core_text = "".join((REPO / "reasonrl" / "compat" / f"{m}.py").read_text() for m in compat.MODULES)
+    for plugin_reach in (*length_compat.REACHES, *mtp_compat.REACHES):
+        assert f'"{plugin_reach.name}"' not in core_text, plugin_reach.name
 
 
 def test_technique_facades_come_from_plugins_and_are_the_products_functions():

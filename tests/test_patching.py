@@ -91,7 +91,7 @@ def test_bridge_applies_its_trigger_and_reports_refusals(isolated_plugins, capsy
 def test_cpu_spec_decode_expand_repeats_each_request_value_and_replaces():
     import torch
 
-    from reasonrl.patches.vllm_cpu_spec_decode_expand import expand_batch_to_tokens
+    from reasonrl.patches.cpu_platform.vllm_cpu_spec_decode_expand import expand_batch_to_tokens
 
     temperatures = torch.tensor([1.0, 0.7, -1.0])
     expanded = expand_batch_to_tokens(

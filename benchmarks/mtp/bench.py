@@ -77,7 +77,7 @@ def generate(
     if k:
         import os
 
-        from reasonrl.compat.vllm import MTP_DRAFTER_ENV
+        from reasonrl.plugins.mtp.compat import MTP_DRAFTER_ENV
 
         os.environ[MTP_DRAFTER_ENV] = (
             "multi_layer=True"  # reasonrl's drafter in this engine (before vLLM loads plugins)

@@ -63,3 +63,11 @@ def reasonrl_verl_registrations() -> list[Registration]:
             "right after verl.workers.engine is imported)",
         ),
     ]
+
+
+@hookimpl
+def reasonrl_patches() -> list:
+    # patches/cpu_platform/: the upstream patches only this plugin needs
+    from reasonrl.patches.cpu_platform import shipped
+
+    return shipped()

@@ -79,3 +79,11 @@ def check_length_curriculum(config) -> None:
 @hookimpl
 def reasonrl_check_config(config) -> None:
     check_length_curriculum(config)
+
+
+@hookimpl
+def reasonrl_reaches() -> list:
+    # the upstream internals only this plugin uses, declared beside their accessors
+    from reasonrl.plugins.length_curriculum.compat import REACHES
+
+    return list(REACHES)

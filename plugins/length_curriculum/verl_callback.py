@@ -64,7 +64,7 @@ class LengthCurriculumCallback(StepCallback, CheckpointedState):
         return stepped
 
     def before_advantage(self, trainer, batch, metrics: dict) -> None:
-        from reasonrl.compat.verl import response_lengths
+        from reasonrl.plugins.length_curriculum.compat import response_lengths
 
         lengths = response_lengths(batch)
         check_capped(lengths, self.curriculum.limit)
@@ -79,7 +79,7 @@ class LengthCurriculumCallback(StepCallback, CheckpointedState):
 
 def build(config: Any) -> LengthCurriculumCallback | None:
     """The callback for runs whose ``reasonrl.length_curriculum.stages`` is set."""
-    from reasonrl.compat.verl import AGENT_LOOP_CAP
+    from reasonrl.plugins.length_curriculum.compat import AGENT_LOOP_CAP
     from reasonrl.plugins.length_curriculum.config import settings_from
 
     settings: LengthCurriculumConfig = settings_from(config)

@@ -37,7 +37,7 @@ class LengthCap(RequestTransform):
 
 def length_cap(context: RequestContext) -> LengthCap:
     """The factory the plugin offers while its curriculum is on (``reasonrl_request_transforms``)."""
-    from reasonrl.compat.verl import AGENT_LOOP_CAP
+    from reasonrl.plugins.length_curriculum.compat import AGENT_LOOP_CAP
 
     AGENT_LOOP_CAP.require()
     return LengthCap(context.response_length)

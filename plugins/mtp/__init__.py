@@ -38,7 +38,7 @@ def _register_drafter() -> None:
 
 
 def _drafter_skip_reason() -> str | None:
-    from reasonrl.compat.vllm import mtp_drafter_active
+    from reasonrl.plugins.mtp.compat import mtp_drafter_active
 
     return mtp_drafter_active()
 
@@ -129,3 +129,19 @@ def reasonrl_benchmarks():
     from reasonrl.source_checkout import checkout_benchmarks
 
     return checkout_benchmarks("mtp")
+
+
+@hookimpl
+def reasonrl_reaches() -> list:
+    # the upstream internals only this plugin uses, declared beside their accessors
+    from reasonrl.plugins.mtp.compat import REACHES
+
+    return list(REACHES)
+
+
+@hookimpl
+def reasonrl_patches() -> list:
+    # patches/mtp/: the upstream patches only this plugin needs
+    from reasonrl.patches.mtp import shipped
+
+    return shipped()

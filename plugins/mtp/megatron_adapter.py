@@ -75,7 +75,7 @@ def _gradients(model, tokens, labels, mask, extra_weight: float | None, depth: i
     """Gradients of megatron's main loss (its MTP term rides in the backward pass); with
     ``extra_weight`` also + extra_weight · (1/D) Σ_k L^k computed here from megatron's per-depth
     cross-entropies, masked as the definition says (position i of depth k predicts t_{i+k+1})."""
-    from reasonrl.compat.megatron import mtp_logged_losses, record_language_model_losses
+    from reasonrl.plugins.mtp.compat import mtp_logged_losses, record_language_model_losses
 
     per_token_losses = []
     restore = record_language_model_losses(model, per_token_losses)
@@ -157,7 +157,7 @@ def _our_layers(model, block_kwargs: list, megatron_chain: bool) -> torch.nn.Mod
     hidden_layernorm ← hnorm, input_proj ← eh_proj with its halves swapped (megatron concatenates
     [embedding ; hidden], we [hidden ; embedding]), final_layernorm ← the layer's final layernorm.
     ``megatron_chain`` moves that final norm into the block, so the next depth gets the normed state."""
-    from reasonrl.compat.megatron import mtp_layer_parts
+    from reasonrl.plugins.mtp.compat import mtp_layer_parts
     from reasonrl.plugins.mtp.core import MTPLayer
 
     layers = torch.nn.ModuleList()
@@ -191,13 +191,8 @@ def forward_agreement(depth: int, seed: int = 0) -> dict:
       ``MultiTokenPredictionLayer._postprocess`` applies ``final_layernorm`` before handing on).
 
     Norm weights are randomised (1 + 0.5·N(0,1)) so a norm applied or skipped shows."""
-    from reasonrl.compat.megatron import (
-        capture_mtp_inputs,
-        close_single_process,
-        embedding_and_head,
-        init_single_process,
-        record_language_model_losses,
-    )
+    from reasonrl.compat.megatron import close_single_process, init_single_process
+    from reasonrl.plugins.mtp.compat import capture_mtp_inputs, embedding_and_head, record_language_model_losses
     from reasonrl.plugins.mtp.core import mtp_token_losses
 
     init_single_process(seed)

@@ -81,7 +81,7 @@ def take_token_losses(model_output: dict) -> list[tuple[torch.Tensor, torch.Tens
 @functools.cache
 def fsdp_engine_class() -> type:
     """verl's ``FSDPEngineWithLMHead`` with the MTP losses in ``model_output`` (built once)."""
-    from reasonrl.compat.verl import fsdp_language_model_engine
+    from reasonrl.plugins.mtp.compat import fsdp_language_model_engine
 
     base = fsdp_language_model_engine()  # version-guarded: overrides two verl engine methods
 

@@ -66,7 +66,7 @@ class MTPSFTLoss:
 
 def sft_trainer_class():
     """verl's ``SFTTrainer`` with the MTP loss on its FSDP engine (imported lazily: adapter)."""
-    from reasonrl.compat.verl import sft_trainer_base
+    from reasonrl.plugins.mtp.compat import sft_trainer_base
 
     SFTTrainer = sft_trainer_base()  # version-guarded: wraps verl internals (compat.verl.SFT_TRAINER)
 

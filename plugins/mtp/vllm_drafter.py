@@ -17,7 +17,7 @@ so each layer attends exactly as in training. Hence:
   drafts d_{j+1}.
 
 The drafter needs the first pass's sample indices and attention metadata, which vLLM does not
-pass to the model: ``patches/vllm_mtp_first_pass.py`` hands them over (``begin_first_pass``).
+pass to the model: ``patches/mtp/vllm_mtp_first_pass.py`` hands them over (``begin_first_pass``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from reasonrl.compat.vllm import attention_boundaries, block_table
+from reasonrl.plugins.mtp.compat import attention_boundaries, block_table
 
 #: entries of (label s-1 → per-layer outputs) kept for requests between rounds
 MAX_CARRIED = 65536
@@ -41,7 +41,7 @@ def register_with_vllm() -> str | None:
     reasonrl's MTP drafting is on (``REASONRL_MTP_DRAFTER``, set for the run's Ray workers by
     ``+reasonrl/mtp=mimo``) and vLLM is the version the drafter is written for; every other vLLM
     process of the environment keeps vLLM's own class. Returns why it did not register, or None."""
-    from reasonrl.compat.vllm import mtp_drafter_active
+    from reasonrl.plugins.mtp.compat import mtp_drafter_active
 
     reason = mtp_drafter_active()
     if reason is not None:
@@ -125,7 +125,7 @@ class MiMoMultiLayerMTP(nn.Module):
         )  # KV slot of label P → outputs of layers 1..k-1 there
         self._announced = False
 
-    # -- called by patches/vllm_mtp_first_pass.py right before the proposer's first forward
+    # -- called by patches/mtp/vllm_mtp_first_pass.py right before the proposer's first forward
     def begin_first_pass(self, token_indices_to_sample: torch.Tensor, attention_metadata) -> None:
         self._first_pass = (token_indices_to_sample, attention_metadata)
 

@@ -181,3 +181,11 @@ def reasonrl_benchmarks() -> list[CliCommand]:
     from reasonrl.source_checkout import checkout_benchmarks
 
     return checkout_benchmarks("objectives")
+
+
+@hookimpl
+def reasonrl_reaches() -> list:
+    # the upstream internals only this plugin uses, declared beside their accessors
+    from reasonrl.plugins.objectives.compat import REACHES
+
+    return list(REACHES)

@@ -24,8 +24,8 @@ from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY, agg_loss, register
 from verl.utils.torch_functional import masked_mean
 from verl.workers.config import PolicyLossConfig
 
-from reasonrl.compat.verl import policy_loss_mutable_fields
 from reasonrl.plugins.objectives import core
+from reasonrl.plugins.objectives.compat import policy_loss_mutable_fields
 
 LONGCAT = "longcat"
 KIMI = "kimi_mirror_descent"

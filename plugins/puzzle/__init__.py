@@ -97,3 +97,11 @@ def reasonrl_side_environments():
     from reasonrl.plugins.puzzle.nemo_side import nemo_status
 
     return {"nemo": nemo_status}
+
+
+@hookimpl
+def reasonrl_reaches() -> list:
+    # the upstream internals only this plugin uses, declared beside their accessors
+    from reasonrl.plugins.puzzle.compat import REACHES
+
+    return list(REACHES)

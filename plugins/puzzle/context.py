@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import torch
 
-from reasonrl.compat.transformers import set_attention_implementation
+from reasonrl.plugins.puzzle.compat import set_attention_implementation
 from reasonrl.plugins.puzzle.library import AttentionVariant, FfnVariant, Menu, block_config
 from reasonrl.plugins.puzzle.settings import PuzzleError, PuzzleSettings
 from reasonrl.plugins.puzzle.subblocks import build_model, split_layers

@@ -14,8 +14,8 @@ import copy
 import torch
 from transformers.masking_utils import create_causal_mask
 
-from reasonrl.compat.transformers import attention_implementation, set_attention_implementation
 from reasonrl.plugins.puzzle.block_config import AttentionConfig, BlockConfig, FFNConfig
+from reasonrl.plugins.puzzle.compat import attention_implementation, set_attention_implementation
 from reasonrl.plugins.puzzle.library import AttentionVariant, FfnVariant, block_config
 from reasonrl.plugins.puzzle.model import DeciLMForCausalLM, NasDecoderLayer, NemotronNasConfig
 

@@ -14,7 +14,7 @@ import functools
 
 import torch
 
-from reasonrl.compat.transformers import set_attention_implementation
+from reasonrl.plugins.puzzle.compat import set_attention_implementation
 
 SYMBOLS = 24
 VOCAB = SYMBOLS + 3  # + pad (0), bos (1), eos (2)

@@ -131,3 +131,11 @@ def check_async_mode(config) -> None:
 @hookimpl
 def reasonrl_check_config(config) -> None:
     check_rollout(config)
+
+
+@hookimpl
+def reasonrl_reaches() -> list:
+    # the upstream internals only this plugin uses, declared beside their accessors
+    from reasonrl.plugins.rollout.compat import REACHES
+
+    return list(REACHES)

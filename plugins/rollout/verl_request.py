@@ -175,7 +175,7 @@ def transform_factories(settings) -> list:
     """The factories for a run's ``reasonrl.rollout`` settings (the plugin's hook returns these)."""
     if not (settings.repetition_detection or settings.token_budget is not None):
         return []
-    from reasonrl.compat.verl import AGENT_LOOP_STOP_REASON
+    from reasonrl.plugins.rollout.compat import AGENT_LOOP_STOP_REASON
 
     AGENT_LOOP_STOP_REASON.require()
     extra = repetition_sampling_params(settings)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reasonrl.compat.verl import AGENT_LOOP_BASE, single_turn_agent_loop_base
+from reasonrl.compat.verl import single_turn_agent_loop_base
 from reasonrl.request_transforms import (
     AGENT_LOOP,
     RequestContext,
@@ -26,7 +26,7 @@ from reasonrl.request_transforms import (
     transform_factories,
 )
 
-SingleTurnAgentLoop = single_turn_agent_loop_base(AGENT_LOOP_BASE)
+SingleTurnAgentLoop = single_turn_agent_loop_base()
 
 #: id(config) -> (config, factories): verl passes each worker's one config object to every request
 _FACTORIES: dict[int, tuple[Any, list]] = {}

@@ -4,8 +4,11 @@ Every place reasonrl uses a private or internal API of verl, vLLM, megatron-core
 or Hydra is declared here as a :class:`Reach`: the upstream package, the PEP 440 version range
 it was written and tested against (guarded exactly as :class:`~reasonrl.patching.Patch` guards
 patches), what it touches, which reasonrl piece needs it, and the public upstream hook that
-would replace it. The accessors live in ``compat/{verl,vllm,megatron,transformers,hydra}.py``;
-plugins import upstream internals only through them.
+would replace it. The core's accessors live in ``compat/{verl,vllm,megatron,transformers,hydra}.py``
+(the core's own reaches and those several plugins share); a reach only one plugin uses lives in
+that plugin's ``compat.py`` with its accessors and is offered through the hook
+``reasonrl_reaches``, so the plugin carries its upstream surface with it. Plugins import
+upstream internals only through these accessors.
 
 On a version outside a range reasonrl says so at start-up, one line per piece naming the
 versions (:func:`startup_problems`, called by ``reasonrl train`` and the bridges), and an
@@ -141,10 +144,18 @@ def declare(reach: Reach) -> Reach:
 
 
 def all_reaches() -> list[Reach]:
-    """Every declared reach (imports the compat modules; none imports an upstream package)."""
+    """Every declared reach: the core's (imports the compat modules) and each loaded plugin's own
+    (hook ``reasonrl_reaches``: the plugin's ``compat.py``); none imports an upstream package."""
+    from reasonrl.manager import call_each
+
     for module in MODULES:
         importlib.import_module(f"{__name__}.{module}")
-    return list(_REACHES.values())
+    reaches = dict(_REACHES)
+    for plugin, declared in call_each("reasonrl_reaches"):
+        for reach in declared:
+            if reaches.setdefault(reach.name, reach) is not reach:
+                raise ValueError(f"compat reach {reach.name!r} declared twice (again by plugin {plugin!r})")
+    return list(reaches.values())
 
 
 def startup_problems(config: Any = None) -> list[str]:

@@ -10,7 +10,7 @@ through, and the MTP layers' parts and inputs the MTP forward check rebuilds meg
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from reasonrl.compat import Reach, declare, never
 
@@ -28,35 +28,6 @@ HOST_BUFFERS = declare(
         "parallel_state.get_global_memory_buffer().buffer[('mpu', dtype)] (local attention's score buffer)",
         used_by="mtp plugin's megatron loss check and puzzle plugin's megatron engine check on CPU",
         public_hook="a device argument for RotaryEmbedding and for the global memory buffer",
-        needed=never,
-    )
-)
-
-MTP_LOSS_INTERNALS = declare(
-    Reach(
-        name="megatron.mtp-loss-internals",
-        package="megatron-core",
-        versions=MEGATRON_0_16,
-        touches="GPTModel.compute_language_model_loss (wrapped to record per-token losses), "
-        "MTPLossLoggingHelper.tracker['values'] (allocated on CUDA)",
-        used_by="mtp plugin's proof that megatron-core's MTP loss equals L_main + λ·mean_k L^k",
-        public_hook="per-depth MTP losses returned by GPTModel.forward, a device for the logging tracker",
-        needed=never,
-    )
-)
-
-
-MTP_FORWARD_INTERNALS = declare(
-    Reach(
-        name="megatron.mtp-forward-internals",
-        package="megatron-core",
-        versions=MEGATRON_0_16,
-        touches="TransformerBlock.final_layernorm (hooked: the h^0 MTP receives), "
-        "MultiTokenPredictionBlock.layers[k].{enorm,hnorm,eh_proj,final_layernorm} (weights read), "
-        ".transformer_layer (hooked for its call's arguments, called directly), "
-        "GPTModel.embedding / output_layer called directly",
-        used_by="mtp plugin's check of megatron-core's MTP forward against core.mtp_token_losses",
-        public_hook="per-depth MTP logits or hidden states returned by GPTModel.forward",
         needed=never,
     )
 )
@@ -130,80 +101,3 @@ def host_attention_buffer(elements: int, dtype: torch.dtype) -> None:
     buffers = parallel_state.get_global_memory_buffer().buffer
     if buffers.get(("mpu", dtype)) is None or buffers[("mpu", dtype)].numel() < elements:
         buffers[("mpu", dtype)] = torch.empty(elements, dtype=dtype)
-
-
-def record_language_model_losses(model: Any, sink: list) -> Callable[[], None]:
-    """Append every per-token loss ``model.compute_language_model_loss`` returns (the MTP depths
-    first, then the main loss) to ``sink``; returns the function that undoes it."""
-    MTP_LOSS_INTERNALS.require()
-    original = model.compute_language_model_loss
-
-    def recording(labels, logits):
-        loss = original(labels, logits)
-        sink.append(loss)
-        return loss
-
-    model.compute_language_model_loss = recording
-    return lambda: setattr(model, "compute_language_model_loss", original)
-
-
-def mtp_logged_losses(depth: int | None = None) -> torch.Tensor:
-    """megatron's per-depth MTP loss log; with ``depth``, first reset to host zeros of that size."""
-    MTP_LOSS_INTERNALS.require()
-    import torch
-    from megatron.core.transformer.multi_token_prediction import MTPLossLoggingHelper
-
-    if depth is not None:
-        MTPLossLoggingHelper.tracker["values"] = torch.zeros(depth)
-    return MTPLossLoggingHelper.tracker["values"]
-
-
-def mtp_layer_parts(model: Any) -> list[dict]:
-    """Per MTP depth of a GPTModel: its ``enorm``, ``hnorm``, ``eh_proj`` (weight over
-    [embedding ; hidden], megatron's order), ``final_layernorm`` modules and its ``transformer_layer``."""
-    MTP_FORWARD_INTERNALS.require()
-    names = ("enorm", "hnorm", "eh_proj", "final_layernorm", "transformer_layer")
-    return [{name: getattr(layer, name) for name in names} for layer in model.mtp.layers]
-
-
-def capture_mtp_inputs(model: Any, sink: dict) -> Callable[[], None]:
-    """During ``model``'s forward record in ``sink``: ``h0_before_norm`` / ``h0_after_norm`` (the
-    main decoder's last hidden state around its final layernorm, [s, b, h]) and ``block_kwargs``
-    (per depth, the keyword arguments the MTP layer passes its transformer layer, less
-    ``hidden_states``). Returns the function that removes the hooks."""
-    MTP_FORWARD_INTERNALS.require()
-    norm = model.decoder.final_layernorm
-    sink["block_kwargs"] = [None] * len(model.mtp.layers)
-
-    def block_inputs(depth: int) -> Callable:
-        def hook(module, args, kwargs):
-            sink["block_kwargs"][depth] = {name: value for name, value in kwargs.items() if name != "hidden_states"}
-
-        return hook
-
-    handles = [
-        norm.register_forward_pre_hook(lambda module, args: sink.__setitem__("h0_before_norm", args[0])),
-        norm.register_forward_hook(lambda module, args, output: sink.__setitem__("h0_after_norm", output)),
-    ] + [
-        layer.transformer_layer.register_forward_pre_hook(block_inputs(depth), with_kwargs=True)
-        for depth, layer in enumerate(model.mtp.layers)
-    ]
-    return lambda: [handle.remove() for handle in handles]
-
-
-def embedding_and_head(model: Any) -> tuple[Callable, Callable]:
-    """``model``'s word embedding and output layer in [batch, seq, ·] layout (megatron's are
-    [seq, batch, ·]; the output layer returns (logits, bias))."""
-    MTP_FORWARD_INTERNALS.require()
-    weight = model.shared_embedding_or_output_weight() if model.share_embeddings_and_output_weights else None
-
-    def embed(input_ids: torch.Tensor) -> torch.Tensor:
-        import torch
-
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
-        return model.embedding(input_ids=input_ids, position_ids=positions).transpose(0, 1)
-
-    def head(hidden: torch.Tensor) -> torch.Tensor:
-        return model.output_layer(hidden.transpose(0, 1), weight=weight)[0].transpose(0, 1)
-
-    return embed, head

@@ -2,23 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from reasonrl.compat import Reach, declare, never
+from reasonrl.compat import Reach, declare
 
 TRANSFORMERS_5 = ">=5.9.0,<5.20"
-
-ATTENTION_IMPLEMENTATION = declare(
-    Reach(
-        name="transformers.attn-implementation",
-        package="transformers",
-        versions=TRANSFORMERS_5,
-        touches="PretrainedConfig._attn_implementation (set on configs built in memory)",
-        used_by="puzzle plugin (subblocks, parent, toy models built without from_pretrained)",
-        public_hook="PretrainedConfig(attn_implementation=...) honoured by every constructor path",
-        needed=never,
-    )
-)
 
 AUTO_REGISTRY = declare(
     Reach(
@@ -30,16 +16,6 @@ AUTO_REGISTRY = declare(
         public_hook="an idempotent AutoConfig.register (it raises for a known type)",
     )
 )
-
-
-def set_attention_implementation(config: Any, name: str | None) -> None:
-    """Make models built from ``config`` use attention ``name`` (``sdpa``, ``eager``, ...)."""
-    ATTENTION_IMPLEMENTATION.require()
-    config._attn_implementation = name
-
-
-def attention_implementation(config: Any) -> str | None:
-    return getattr(config, "_attn_implementation", None)
 
 
 def register_causal_lm(model_type: str, config_class: type, model_class: type) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reasonrl.compat import Reach, config_value, declare, never
+from reasonrl.compat import Reach, config_value, declare
 from reasonrl.config import REASONRL_ASYNC_TRAINER_MODE, REASONRL_TRAINER_MODES
 
 VERL_0_9 = ">=0.9.1,<0.10"
@@ -104,17 +104,6 @@ MAIN_PPO = declare(
     )
 )
 
-POLICY_LOSS_CONFIG = declare(
-    Reach(
-        name="verl.policy-loss-config",
-        package="verl",
-        versions=VERL_0_9,
-        touches="PolicyLossConfig._mutable_fields",
-        used_by="objectives plugin (the ε_pos_high schedule writes eps_pos_high each step)",
-        public_hook="a public way to declare a config subclass's mutable fields",
-    )
-)
-
 ENGINE_REGISTRY = declare(
     Reach(
         name="verl.engine-registry",
@@ -124,34 +113,6 @@ ENGINE_REGISTRY = declare(
         used_by="cpu_platform plugin (verl's FSDP engines on device 'cpu'), mtp plugin (engine model type mtp_language_model)",
         public_hook="EngineRegistry.get(model_type, backend, device) without raising, or device-agnostic registration",
         needed=_engine_registered_by_us,
-    )
-)
-
-FSDP_ENGINE = declare(
-    Reach(
-        name="verl.fsdp-engine-outputs",
-        package="verl",
-        versions=VERL_0_9,
-        touches="FSDPEngineWithLMHead.prepare_model_inputs/prepare_model_outputs (subclassed: the model's per-token "
-        "MTP losses requested in training forwards and added to model_output), the engine's keyword constructor and "
-        "model_config.model_type == 'language_model' in _build_module",
-        used_by="mtp plugin, engine model type mtp_language_model (trained MTP layers on verl's FSDP actor and SFT trainer)",
-        public_hook="an engine option naming extra model-output fields that reach the loss function in model_output",
-        needed=_mtp_engine_selected,
-    )
-)
-
-SFT_TRAINER = declare(
-    Reach(
-        name="verl.sft-trainer",
-        package="verl",
-        versions=VERL_0_9,
-        touches="SFTTrainer._build_engine (redone with model type mtp_language_model: TrainingWorker, "
-        "TrainingWorkerConfig, the trainer's model/engine/optimizer/checkpoint/profiler configs), "
-        "engine.forward_backward_batch (wrapped for per-depth MTP target counts)",
-        used_by="mtp plugin, verl's SFT trainer with the MTP loss (python -m reasonrl.plugins.mtp.verl_sft)",
-        public_hook="a loss-function hook in SFTTrainer that receives the global batch's token counts",
-        needed=never,
     )
 )
 
@@ -200,14 +161,6 @@ def replay_buffer_uid(key: str) -> str:
     return key.split("_")[0]
 
 
-def sft_trainer_base() -> type:
-    """verl's ``SFTTrainer`` (the MTP SFT trainer subclasses it)."""
-    SFT_TRAINER.require()
-    from verl.trainer.sft_trainer import SFTTrainer
-
-    return SFTTrainer
-
-
 def run_main_ppo(config: Any) -> None:
     """verl's ``main_ppo.main`` body (device selection, verl's validation, Ray start, TaskRunner)
     on a composed config, without a second Hydra run."""
@@ -215,22 +168,6 @@ def run_main_ppo(config: Any) -> None:
     from verl.trainer.main_ppo import main
 
     main.__wrapped__(config)
-
-
-def policy_loss_mutable_fields() -> frozenset:
-    """``PolicyLossConfig``'s fields that may change after construction."""
-    POLICY_LOSS_CONFIG.require()
-    from verl.workers.config import PolicyLossConfig
-
-    return frozenset(PolicyLossConfig._mutable_fields)
-
-
-def fsdp_language_model_engine() -> type:
-    """verl's ``FSDPEngineWithLMHead`` (the MTP engine subclasses it)."""
-    FSDP_ENGINE.require()
-    from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
-
-    return FSDPEngineWithLMHead
 
 
 def engine_registered(model_type: str, backend: str, device: str) -> Any:
@@ -264,57 +201,9 @@ AGENT_LOOP_BASE = declare(
 )
 
 
-def _length_curriculum_on(config: Any) -> bool:
-    return bool(config_value(config, "reasonrl.length_curriculum.stages"))
-
-
-AGENT_LOOP_CAP = declare(
-    Reach(
-        name="verl.agent-loop-request-cap",
-        package="verl",
-        versions=VERL_0_9,
-        touches="the LLM server taking sampling_params['max_tokens'] as the request's cap (through the agent loop "
-        "'reasonrl'), KVBatchMeta tags 'response_len'/'is_padding'",
-        used_by="length_curriculum plugin (each training request capped at the current stage; the step's lengths)",
-        public_hook="a per-request response budget in verl's agent-loop input honoured by every agent loop, and "
-        "response lengths in a public trainer-callback API",
-        needed=_length_curriculum_on,
-    )
-)
-
-
-def _rollout_requests_transformed(config: Any) -> bool:
-    repeat = (config_value(config, "reasonrl.rollout.repetition_max_pattern") or 0) > 0
-    return repeat or config_value(config, "reasonrl.rollout.token_budget") is not None
-
-
-AGENT_LOOP_STOP_REASON = declare(
-    Reach(
-        name="verl.agent-loop-stop-reason",
-        package="verl",
-        versions=VERL_0_9,
-        touches="TokenOutput.stop_reason (vLLM's finish reason, e.g. 'repetition') and TokenOutput.extra_fields "
-        "reaching the batch's 'extra_fields', the LLM server building vLLM SamplingParams from the request's "
-        "sampling_params (max_tokens honoured), TokenOutput's constructor, run(**kwargs) receiving session_id and "
-        "global_steps, extra_fields' min/max_global_steps read as verl's version tags",
-        used_by="rollout plugin (vLLM repeat detection asked per request; each response's stop reason kept; "
-        "partial rollout's budgeted, continued requests)",
-        public_hook="the engine's stop reason in AgentLoopOutput, and engine-specific sampling parameters "
-        "declared in the rollout config",
-        needed=_rollout_requests_transformed,
-    )
-)
-
-
-def single_turn_agent_loop_base(reach: Reach = AGENT_LOOP_BASE) -> type:
+def single_turn_agent_loop_base() -> type:
     """verl's ``SingleTurnAgentLoop``, which reasonrl's composable agent loop subclasses."""
-    reach.require()
+    AGENT_LOOP_BASE.require()
     from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 
     return SingleTurnAgentLoop
-
-
-def response_lengths(batch: Any) -> list[int]:
-    """Response lengths (tokens) of a training batch's ``KVBatchMeta``, verl's padding samples left out."""
-    AGENT_LOOP_CAP.require()
-    return [int(tag["response_len"]) for tag in batch.tags if not tag.get("is_padding", False)]

@@ -145,6 +145,18 @@ def check_declarations(plugin: object, name: str) -> list[str]:
                     isinstance(name, str) and name.isidentifier() and not name.startswith("_") and callable(function)
                 )
             ]
+    if "reasonrl_reaches" in results:
+        from reasonrl.compat import DISTRIBUTIONS, MODULES, Reach
+
+        reaches = results["reasonrl_reaches"]
+        problems += _check_list(reaches, Reach, "reasonrl_reaches") or [
+            f"reach {r.name!r}: name it '<upstream>.<piece>' with upstream one of {list(MODULES)}, package one of "
+            f"{sorted(DISTRIBUTIONS)}, and say what it touches, who uses it and the public hook that would replace it"
+            for r in reaches
+            if r.name.split(".")[0] not in MODULES
+            or r.package not in DISTRIBUTIONS
+            or not (r.touches and r.used_by and r.public_hook)
+        ]
     if "reasonrl_trainer_callbacks" in results:
         callbacks = results["reasonrl_trainer_callbacks"]
         callback_problems = _check_list(callbacks, TrainerCallback, "reasonrl_trainer_callbacks")

@@ -117,7 +117,7 @@ def test_the_curriculum_needs_its_trainer_mode_and_agent_loop(override, key):
 
 
 def test_the_reach_is_needed_only_with_the_curriculum():
-    from reasonrl.compat.verl import AGENT_LOOP_CAP
+    from reasonrl.plugins.length_curriculum.compat import AGENT_LOOP_CAP
 
     assert AGENT_LOOP_CAP.needed(compose(*TINY, "reasonrl.length_curriculum.stages=[16,24,32]"))
     assert not AGENT_LOOP_CAP.needed(compose("recipe=longcat", "+preset=cpu_tiny"))

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import functools
 
-from reasonrl.compat.vllm import first_pass_patch_skip_reason
 from reasonrl.patching import Patch
+from reasonrl.plugins.mtp.compat import first_pass_patch_skip_reason
 
 
 def _apply() -> None:

@@ -1,0 +1,14 @@
+"""The mtp plugin's patch: vLLM's speculative-decoding proposer hands the first pass's sample
+indices to reasonrl's multi-layer drafter. Declared by the plugin's ``reasonrl_patches`` hook;
+the mechanism is :mod:`reasonrl.patching`, the table ``patches/README.md``."""
+
+from __future__ import annotations
+
+import importlib
+
+#: Module names (inside this package) of the plugin's patches.
+SHIPPED: tuple[str, ...] = ("vllm_mtp_first_pass",)
+
+
+def shipped() -> list:
+    return [importlib.import_module(f"{__name__}.{module}").PATCH for module in SHIPPED]

@@ -1,0 +1,34 @@
+"""The verl internals the rollout plugin's request transforms reach into, behind their version
+guard (offered to ``reasonrl train`` and ``reasonrl plugins`` through the plugin's
+``reasonrl_reaches`` hook)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reasonrl.compat import Reach, config_value
+
+VERL_0_9 = ">=0.9.1,<0.10"
+
+
+def _rollout_requests_transformed(config: Any) -> bool:
+    repeat = (config_value(config, "reasonrl.rollout.repetition_max_pattern") or 0) > 0
+    return repeat or config_value(config, "reasonrl.rollout.token_budget") is not None
+
+
+AGENT_LOOP_STOP_REASON = Reach(
+    name="verl.agent-loop-stop-reason",
+    package="verl",
+    versions=VERL_0_9,
+    touches="TokenOutput.stop_reason (vLLM's finish reason, e.g. 'repetition') and TokenOutput.extra_fields "
+    "reaching the batch's 'extra_fields', the LLM server building vLLM SamplingParams from the request's "
+    "sampling_params (max_tokens honoured), TokenOutput's constructor, run(**kwargs) receiving session_id and "
+    "global_steps, extra_fields' min/max_global_steps read as verl's version tags",
+    used_by="rollout plugin (vLLM repeat detection asked per request; each response's stop reason kept; "
+    "partial rollout's budgeted, continued requests)",
+    public_hook="the engine's stop reason in AgentLoopOutput, and engine-specific sampling parameters "
+    "declared in the rollout config",
+    needed=_rollout_requests_transformed,
+)
+
+REACHES = (AGENT_LOOP_STOP_REASON,)
