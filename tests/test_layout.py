@@ -74,3 +74,16 @@ def test_no_benchmark_or_simulator_module_in_the_installed_packages():
         if "tests" not in path.relative_to(REPO).parts and (name := path.relative_to(REPO).as_posix()) != runner
     ]
     assert not found, f"move these to benchmarks/<plugin>/: {sorted(set(found))}"
+
+
+def test_integration_tests_of_a_plugin_live_in_its_folder():
+    """``integration_tests/<plugin>/`` holds a plugin's own integration tests (lifting a plugin out
+    takes that folder); the root keeps the core's (recipes end to end, bridges, discovery)."""
+    plugins = {folder.name for folder in PLUGIN_DIRS}
+    shared = {"fixtures", "gpu_stack", "__pycache__"}
+    folders = {p.name for p in (REPO / "integration_tests").iterdir() if p.is_dir()} - shared
+    assert folders <= plugins, f"integration_tests/ folders that are no plugin: {sorted(folders - plugins)}"
+    for test in (REPO / "integration_tests").glob("test_*.py"):
+        stem = test.stem.removeprefix("test_")
+        owner = [p for p in plugins if stem.startswith(p) or stem.startswith(p.rstrip("s") + "_")]
+        assert not owner, f"{test.name} is plugin {owner[0]}'s: move it to integration_tests/{owner[0]}/"

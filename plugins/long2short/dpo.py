@@ -8,7 +8,7 @@ class in its workers whenever trl is installed, and trl 1.14+ removed it): the l
     L = −E log σ(β [(log π_θ(y_w|x) − log π_ref(y_w|x)) − (log π_θ(y_l|x) − log π_ref(y_l|x))]),
 
 log-probabilities summed over the response tokens, π_ref the frozen starting model (a separate
-copy loaded from the same checkpoint). ``integration_tests/test_long2short.py`` checks TRL's loss
+copy loaded from the same checkpoint). ``integration_tests/long2short/test_long2short.py`` checks TRL's loss
 against this equation computed from the models' logits.
 """
 

@@ -1,6 +1,6 @@
 """The NeMo adapter's reasonrl side, without NeMo: the checks a checkpoint passes before
 anything runs (errors name the file), the weight renaming both ways, the side environment's
-status read from files, the settings. NeMo itself: integration_tests/test_puzzle_pipeline.py."""
+status read from files, the settings. NeMo itself: integration_tests/puzzle/test_puzzle_pipeline.py."""
 
 from __future__ import annotations
 

@@ -130,7 +130,7 @@ def test_start_up_refuses_bad_values_naming_the_key():
 class _FakeEngine:
     """Stands in for verl's LLM client in the wrapper test only: returns scripted token ids and
     records each request (the real engine is exercised by the kimi CPU run and
-    integration_tests/test_rollout_vllm.py)."""
+    integration_tests/rollout/test_rollout_vllm.py)."""
 
     def __init__(self, replies):
         self.replies, self.requests = list(replies), []

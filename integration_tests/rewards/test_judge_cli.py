@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SOURCES = ("reasonrl", "plugins", "patches", "hydra_configs", "setup.py", "pyproject.toml", "README.md")
 
 pytestmark = pytest.mark.integration
