@@ -103,7 +103,7 @@ def reasonrl_check_config(config) -> None:
         raise ConfigError(
             "trainer.v1.sampler.sampler_kwargs",
             f"{kwargs} must mirror algorithm.filter_groups (verl passes a custom replay "
-            "buffer no DAPO settings; /reasonrl/sampling_wiring/verl interpolates them)",
+            "buffer no DAPO settings; /reasonrl/replay_buffer/verl interpolates them)",
         )
 
 
