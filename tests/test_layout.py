@@ -87,3 +87,80 @@ def test_integration_tests_of_a_plugin_live_in_its_folder():
         stem = test.stem.removeprefix("test_")
         owner = [p for p in plugins if stem.startswith(p) or stem.startswith(p.rstrip("s") + "_")]
         assert not owner, f"{test.name} is plugin {owner[0]}'s: move it to integration_tests/{owner[0]}/"
+
+
+# ------------------------------------------------------------------ the core knows no technique
+
+#: Core modules that still import a plugin (directly or through a technique facade of
+#: ``reasonrl.api``) or read a plugin's config key, with why. The list only shrinks: a module
+#: that no longer needs its entry fails the test until the entry is removed (issue 43).
+CORE_NAMING_A_TECHNIQUE = {
+    "reasonrl/api.py": "the public facade re-exports the built-in plugins' functions explicitly (by design)",
+    "reasonrl/greedy_answers.py": "scores greedy answers with the rewards plugin's math reward",
+    "reasonrl/smoke/data.py": "the smoke data's code problems are calibrated with the rewards plugin's difficulty",
+    "reasonrl/bridges/verl_trainer_classes.py": "its refusal of kept groups names the rollout plugin's staleness knob",
+    "reasonrl/cli/train.py": "train --help's examples name plugin options and knobs",
+}
+
+
+def _plugin_config_prefixes() -> tuple[str, ...]:
+    from reasonrl.config import config_groups
+
+    return tuple(f"reasonrl.{name}." for name in config_groups())
+
+
+def _names_a_technique(source: Path, prefixes: tuple[str, ...]) -> bool:
+    tree = ast.parse(source.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("reasonrl.plugins", "reasonrl.api")):
+            return True
+        if isinstance(node, ast.Import) and any(a.name.startswith("reasonrl.plugins") for a in node.names):
+            return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            if any(prefix in node.value for prefix in prefixes):
+                return True
+    return False
+
+
+def test_core_code_names_no_plugin_and_no_technique_config_key():
+    prefixes = _plugin_config_prefixes()
+    naming = {
+        path.relative_to(REPO).as_posix()
+        for path in (REPO / "reasonrl").rglob("*.py")
+        if "testing" not in path.relative_to(REPO / "reasonrl").parts and _names_a_technique(path, prefixes)
+    }
+    assert naming - set(CORE_NAMING_A_TECHNIQUE) == set(), "core code now names a technique: move it to the plugin"
+    assert set(CORE_NAMING_A_TECHNIQUE) - naming == set(), "no longer names a technique: drop it from the list"
+
+
+#: Plugin modules that still build on the CPU smoke assets (``reasonrl.smoke``: the tiny model and
+#: arithmetic task of the CPU main job), with why; the list only shrinks (issue 43).
+PLUGINS_USING_TOY_ASSETS = {
+    "plugins/merging/domain_parallel.py": "the CPU demo pipeline (--smoke) builds its data and tiny model",
+    "plugins/long2short/compare.py": "the CPU long-CoT comparison trains on the smoke model and task",
+    "plugins/long2short/toy.py": "the long-CoT toy is written over the smoke arithmetic problems",
+    "plugins/rollout/fp8.py": "the FP8 gap measurement runs the smoke model on its arithmetic prompts",
+}
+
+
+def test_no_plugin_imports_the_cli_and_only_the_listed_ones_use_toy_assets():
+    using_toys = set()
+    for folder in PLUGIN_DIRS:
+        for source in folder.rglob("*.py"):
+            if "tests" in source.relative_to(folder).parts:
+                continue
+            for node in ast.walk(ast.parse(source.read_text())):
+                module = (node.module or "") if isinstance(node, ast.ImportFrom) else ""
+                assert not module.startswith("reasonrl.cli"), f"{source}: imports the CLI ({module})"
+                if module.startswith("reasonrl.smoke"):
+                    using_toys.add(source.relative_to(REPO).as_posix())
+    assert using_toys - set(PLUGINS_USING_TOY_ASSETS) == set(), "a plugin now builds on the smoke assets"
+    assert set(PLUGINS_USING_TOY_ASSETS) - using_toys == set(), "no longer uses them: drop it from the list"

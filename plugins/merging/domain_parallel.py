@@ -149,7 +149,7 @@ def _compose_checked(overrides: list[str], key: str, what: str, validate: bool =
     from hydra.errors import HydraException, MissingConfigException
     from omegaconf.errors import OmegaConfBaseException
 
-    from reasonrl.cli.train import compose_config
+    from reasonrl.composition import compose_config
     from reasonrl.config import validate_config
     from reasonrl.startup_checks import check_config, check_overrides
 
@@ -210,7 +210,7 @@ def check_runs(spec: PipelineSpec) -> None:
 
 
 def starting_model(spec: PipelineSpec) -> Path:
-    from reasonrl.cli.train import compose_config, resolve_in_driver
+    from reasonrl.composition import compose_config, resolve_in_driver
 
     config = compose_config([f"recipe={spec.recipe}", *spec.overrides])
     resolve_in_driver(config)

@@ -19,64 +19,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from reasonrl.composition import (  # noqa: F401  (train's composer; tests and tools import it from here too)
+    CONFIG_MODULE,
+    CONFIG_NAME,
+    VERL_CONFIG_SEARCHPATH,
+    compose_config,
+    export_runtime_env,
+    plugin_searchpath,
+    resolve_in_driver,
+    with_searchpath,
+)
 from reasonrl.contracts import CliCommand
 from reasonrl.errors import USER_ERROR_EXIT, UserError, debug_enabled, user_error_line
-
-CONFIG_MODULE = "reasonrl.hydra_configs"
-CONFIG_NAME = "reasonrl_trainer"
-VERL_CONFIG_SEARCHPATH = "pkg://verl.trainer.config"
-
-
-def plugin_searchpath() -> list[str]:
-    """Hydra search-path entries contributed by plugins (their own config groups)."""
-    from reasonrl.manager import call_each
-
-    return [entry for _plugin, entries in call_each("reasonrl_hydra_searchpath") for entry in entries]
-
-
-def with_searchpath(overrides: list[str]) -> list[str]:
-    """Add the plugins' search-path entries to the user's overrides (if any)."""
-    extra = plugin_searchpath()
-    if not extra:
-        return list(overrides)
-    return [*overrides, f"hydra.searchpath=[{','.join([VERL_CONFIG_SEARCHPATH, *extra])}]"]
-
-
-def compose_config(overrides: list[str]) -> Any:
-    """Compose the run config as ``reasonrl train`` would, without running anything."""
-    from hydra import compose, initialize_config_module
-
-    from reasonrl.config import register_resolvers
-
-    register_resolvers()
-    with initialize_config_module(CONFIG_MODULE, version_base=None):
-        return compose(CONFIG_NAME, overrides=with_searchpath(overrides))
-
-
-def export_runtime_env(config: Any) -> None:
-    """Resolve the env vars the config gives every Ray worker (verl hands Ray the runtime_env
-    unresolved, so an interpolation such as ``${reasonrl.mtp.drafting}`` would reach the workers
-    as its literal text) to strings, and give the driver the same ones (e.g. VERL_PLATFORM)."""
-    from omegaconf import open_dict
-
-    env_vars = config.get("ray_kwargs", {}).get("ray_init", {}).get("runtime_env", {}).get("env_vars", {}) or {}
-    resolved = {str(key): str(value) for key, value in env_vars.items()}
-    if resolved:
-        with open_dict(config):
-            config.ray_kwargs.ray_init.runtime_env.env_vars = resolved
-    for key, value in resolved.items():
-        os.environ.setdefault(key, value)
-
-
-def resolve_in_driver(config: Any) -> None:
-    """Resolve every interpolation here, with reasonrl's resolvers registered (verl's TaskRunner
-    resolves the config again, in a Ray process that may not have them)."""
-    from omegaconf import OmegaConf
-
-    from reasonrl.config import register_resolvers
-
-    register_resolvers()
-    OmegaConf.resolve(config)
 
 
 class UpstreamOutOfRange(RuntimeError):

@@ -10,7 +10,7 @@ TINY = ["recipe=longcat", "+preset=cpu_tiny", "+reasonrl/length_curriculum=longc
 
 
 def compose(*overrides: str):
-    from reasonrl.cli.train import compose_config
+    from reasonrl.composition import compose_config
 
     return compose_config(list(overrides))
 

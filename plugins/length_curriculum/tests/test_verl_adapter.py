@@ -19,7 +19,7 @@ TINY = ["recipe=longcat", "+preset=cpu_tiny", "+reasonrl/length_curriculum=longc
 
 @pytest.fixture(scope="module")
 def config():
-    from reasonrl.cli.train import compose_config
+    from reasonrl.composition import compose_config
 
     return compose_config(TINY)
 
@@ -29,7 +29,7 @@ def test_the_cap_is_a_transform_of_the_composed_loop_only_while_the_curriculum_i
     from verl.experimental.agent_loop import agent_loop
 
     from reasonrl.bridges.verl_agent_loop import ComposedAgentLoop
-    from reasonrl.cli.train import compose_config
+    from reasonrl.composition import compose_config
     from reasonrl.plugins.length_curriculum.verl_request import length_cap
     from reasonrl.request_transforms import transform_factories
 
@@ -85,7 +85,7 @@ def kv_batch(lengths: list[int], padding: int = 0):
 
 
 def test_build_only_with_stages(config):
-    from reasonrl.cli.train import compose_config
+    from reasonrl.composition import compose_config
     from reasonrl.plugins.length_curriculum.verl_callback import build
 
     assert build(compose_config(["recipe=longcat", "+preset=cpu_tiny"])) is None

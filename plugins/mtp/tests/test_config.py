@@ -76,7 +76,7 @@ def test_verl_keys_must_follow_the_knobs(tmp_path):
 
 
 def test_the_hydra_option_wires_verls_mtp_keys(tmp_path):
-    from reasonrl.cli.train import compose_config
+    from reasonrl.composition import compose_config
 
     config = compose_config(
         ["recipe=mimo", "+reasonrl/mtp=mimo", "reasonrl.mtp.num_speculative_tokens=3", "reasonrl.mtp.loss_weight=0.2"]

@@ -28,7 +28,7 @@ INVALID_KNOBS = [
 
 
 def compose(*overrides: str):
-    from reasonrl.cli.train import compose_config
+    from reasonrl.composition import compose_config
 
     return compose_config(list(overrides))
 

@@ -20,7 +20,7 @@ EPS_NEG_LOW, EPS_POS_HIGH, EPS_NEG_HIGH, TIS_CAP = 0.2, 0.28, 3.0, 2.0
 @functools.lru_cache(maxsize=None)
 def composed_actor_node(overrides: tuple[str, ...]):
     """verl's actor config node exactly as ``reasonrl train`` composes it."""
-    from reasonrl.cli.train import compose_config
+    from reasonrl.composition import compose_config
 
     return compose_config(list(overrides)).actor_rollout_ref.actor
 

@@ -190,7 +190,7 @@ def test_reports_reading_quantizers_bounded_too():
 
 
 def test_option_composed_with_the_nemotron_recipe_sets_verls_key():
-    from reasonrl.cli.train import compose_config
+    from reasonrl.composition import compose_config
     from reasonrl.config import config_value
 
     plain = compose_config(["recipe=nemotron"])

@@ -72,7 +72,7 @@ def test_penalty_lands_on_the_scored_token_of_stopped_responses_only():
 
 
 def test_start_up_refuses_bad_values_naming_the_key():
-    from reasonrl.cli.train import compose_config
+    from reasonrl.composition import compose_config
     from reasonrl.plugins.rollout import check_rollout
 
     base = ["recipe=kimi_k15", "+preset=cpu_tiny"]
