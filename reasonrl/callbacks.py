@@ -90,10 +90,9 @@ class RolloutSchedule(StepCallback):
     once ``early_termination`` returns uids, the step trains those and aborts the rest."""
 
     role = "schedule the rollout"
-    #: finished groups kept across steps within this many policy versions (None: none kept)
-    staleness: int | None = None
-    #: at most this share of a batch trained from kept groups
-    reuse_ratio: float = 0.0
+    #: whether the step's surplus finished valid groups stay in the buffer for later batches
+    #: (then ``split_kept`` decides at each step's start which of them the batch reuses)
+    keeps_groups: bool = False
 
     def prompts_to_launch(self, trainer: Any, view: Any, **kwargs: Any) -> int:
         raise NotImplementedError
@@ -110,10 +109,14 @@ class RolloutSchedule(StepCallback):
         launch_of: Callable[[str], int],
         **kwargs: Any,
     ) -> tuple[list[str], list[str], list[str]]:
-        """With a ``staleness`` bound, at a step's start: the kept groups (uids) this batch reuses
-        (in order), those that wait, and those past the bound. The schedule owns the rule; the
-        replay buffer applies it to verl's version tags."""
+        """With ``keeps_groups``, at a step's start: the kept groups (uids) this batch reuses (in
+        order), those that wait, and those the schedule drops (cleared, reported untrained). The
+        schedule owns the rule; the replay buffer applies it to verl's version tags."""
         raise NotImplementedError
+
+    def order_batch(self, uids: list[str], step: int, **kwargs: Any) -> list[str]:
+        """The trained groups in the order the batch holds them (verl keeps the buffer's order)."""
+        return uids
 
 
 class ActorLossTerm:

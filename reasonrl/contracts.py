@@ -134,7 +134,7 @@ class RolloutView:
     the DAPO filter evicted are gone: they count in ``invalid_finished``); ``batch_size``: groups the
     step trains; ``free_slots``: prompts that may still be launched (verl's in-flight bound);
     ``reused``: the first groups of ``groups``, finished in an earlier step and kept in the buffer
-    (staleness-bounded reuse: an earlier view already counted them)."""
+    (a schedule that keeps groups across steps: an earlier view already counted them)."""
 
     groups: tuple[RolloutGroup, ...]
     batch_size: int

@@ -98,7 +98,6 @@ CORE_NAMING_A_TECHNIQUE = {
     "reasonrl/api.py": "the public facade re-exports the built-in plugins' functions explicitly (by design)",
     "reasonrl/greedy_answers.py": "scores greedy answers with the rewards plugin's math reward",
     "reasonrl/smoke/data.py": "the smoke data's code problems are calibrated with the rewards plugin's difficulty",
-    "reasonrl/bridges/verl_trainer_classes.py": "its refusal of kept groups names the rollout plugin's staleness knob",
     "reasonrl/cli/train.py": "train --help's examples name plugin options and knobs",
 }
 

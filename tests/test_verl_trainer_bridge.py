@@ -112,7 +112,7 @@ def test_the_defaults_are_no_ops_the_trainer_can_call_on_any_callback():
     assert callback.before_advantage(None, None, {}, later_argument=1) is None  # **kwargs: forward compatible
     carrier = GroupCarrier()
     assert carrier.holds_group(None, []) is False and carrier.carried_prompts(None, 3, False) == []
-    assert RolloutSchedule.staleness is None and RolloutSchedule.reuse_ratio == 0.0
+    assert RolloutSchedule.keeps_groups is False and RolloutSchedule().order_batch(["b", "a"], 3) == ["b", "a"]
     assert ActorLossTerm().loss(None, None, None, {}) is None
 
 

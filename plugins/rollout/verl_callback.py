@@ -32,6 +32,7 @@ trained_staleness_mean}``.
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 from reasonrl.callbacks import CheckpointedState, GroupCarrier, RolloutSchedule, StepCallback
@@ -259,10 +260,18 @@ class StalenessRolloutCallback(SeamlessRolloutCallback):
 
     COUNTS = ("kept_groups", "reused_groups", "stale_groups", "trained_staleness_max", "trained_staleness_mean")
 
+    keeps_groups = True
+
     def __init__(self, settings: RolloutConfig) -> None:
         super().__init__(settings)
         self.staleness = int(settings.staleness)
         self.reuse_ratio = float(settings.reuse_ratio)
+
+    def order_batch(self, uids, step, **kwargs):
+        """DORA's batches are shuffled (seeded by the step: a resumed run orders them alike)."""
+        shuffled = list(uids)
+        random.Random(step).shuffle(shuffled)
+        return shuffled
 
     def split_kept(self, kept, trainer_version, batch_size, version_of, launch_of, **kwargs):
         """The plugin's one rule (``staleness.split_kept``), quota ``reuse_ratio · batch_size``."""

@@ -13,12 +13,12 @@ schedule decides at each poll how many prompts to launch and when the step stops
 then aborts the requests still in flight (the trainer's ``abort_requests``), waits for them,
 resumes generation, reports them with ``aborted=True`` and trains exactly the chosen groups —
 instead of verl's sync DAPO path, which drains every in-flight request before it selects.
-A schedule with a ``staleness`` bound (LongCat's DORA) keeps the surplus finished valid groups
-for later steps: they are tagged with verl's own ``global_steps`` (the policy version that
-generated every response of the group: requests in flight at a step's end are aborted, never
-continued under newer weights), and the schedule's own rule (``split_kept``) decides at each
-step which of them the batch reuses, which wait and which are past the bound (cleared); the
-batch is shuffled.
+A schedule that ``keeps_groups`` (e.g. the rollout plugin's staleness-bounded reuse) keeps the
+surplus finished valid groups for later steps: they are tagged with verl's own ``global_steps``
+(the policy version that generated every response of the group: requests in flight at a step's
+end are aborted, never continued under newer weights), and the schedule's own rule
+(``split_kept``) decides at each step which of them the batch reuses, which wait and which it
+drops (cleared); the schedule also orders the trained groups (``order_batch``).
 
 Plugged in through verl's own extension point, ``trainer.v1.sampler.custom_sampler``. verl
 hands a custom buffer only the basic arguments, so DAPO's settings come through
@@ -29,7 +29,6 @@ from ``algorithm.filter_groups`` and ``data.train_batch_size``).
 from __future__ import annotations
 
 import hashlib
-import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -208,11 +207,11 @@ class ReportingReplayBuffer(ReplayBuffer):
         free = max(0, self.max_inflight_gen_batches * (self.train_batch_size or batch_size) - len(inflight))
         return RolloutView(groups, batch_size, invalid, free, reused=len(reused))
 
-    # ------------------------------------------------------------------ staleness-bounded reuse
+    # ------------------------------------------------------------------ groups kept across steps
     @property
     def keeps_groups(self) -> bool:
-        """Whether finished groups outlive their step (a schedule with a staleness bound)."""
-        return self.schedule is not None and self.schedule.staleness is not None
+        """Whether finished groups outlive their step (the schedule keeps them)."""
+        return self.schedule is not None and bool(self.schedule.keeps_groups)
 
     def _version_lag(self, global_steps: int, partition_id: str, uid: str) -> int:
         """Policy versions the trainer is ahead of the one that generated the group (verl's tag)."""
@@ -222,7 +221,7 @@ class ReportingReplayBuffer(ReplayBuffer):
         """At a step's start every finished group was kept by an earlier step; the schedule's own rule
         (``split_kept``: the rollout plugin's, the one the simulator and the bench run) splits them
         into those this batch reuses (in order), those that wait (``parked``, out of this step) and
-        those past the bound, which are cleared (reported untrained). Returns (reused, parked, cleared)."""
+        those it drops, which are cleared (reported untrained). Returns (reused, parked, cleared)."""
         tags, last = self.prompt_global_steps[partition_id], len(self.launch_order)
         reused, waiting, stale = self.schedule.split_kept(
             sorted(self.finished_keys[partition_id]),  # uid order breaks ties of version and launch
@@ -324,8 +323,11 @@ class ReportingReplayBuffer(ReplayBuffer):
             )
         metrics.update({STREAM_METRICS + name: value for name, value in counts.items()})
         partition_snapshot = dict(self.partitions[partition_id])
-        if self.keeps_groups:  # DORA: batches are shuffled (verl orders a batch as its snapshot)
-            random.Random(global_steps).shuffle(selected)
+        ordered = list(self.schedule.order_batch(list(selected), global_steps))
+        if sorted(ordered) != sorted(selected):
+            raise RuntimeError("the rollout schedule's order_batch must return the selected groups, reordered")
+        if ordered != selected:  # verl orders a batch as its snapshot
+            selected = ordered
             rank = {uid: index for index, uid in enumerate(selected)}
             partition_snapshot = dict(
                 sorted(partition_snapshot.items(), key=lambda item: rank.get(replay_buffer_uid(item[0]), len(rank)))

@@ -105,8 +105,8 @@ class ReasonrlTrainerMixin:
         name, callback = schedule
         if self.trainer_mode != "sync":
             raise ValueError(
-                f"trainer.v1.trainer_mode: reasonrl callback {name!r} schedules a synchronous step (seamless / "
-                "staleness-bounded rollout); it runs in trainer mode reasonrl_sync"
+                f"trainer.v1.trainer_mode: reasonrl callback {name!r} schedules a synchronous step; it runs in "
+                "trainer mode reasonrl_sync"
             )
         if self.reporting_buffer is None:
             raise ValueError(
@@ -117,8 +117,9 @@ class ReasonrlTrainerMixin:
         buffer.schedule = SimpleNamespace(
             early_termination=partial(callback.early_termination, self),
             prompts_to_launch=partial(callback.prompts_to_launch, self),
-            staleness=callback.staleness,  # keep finished groups across steps (None: none kept)
+            keeps_groups=callback.keeps_groups,  # finished groups outlive their step
             split_kept=partial(callback.split_kept),  # the schedule's own rule for the kept groups
+            order_batch=partial(callback.order_batch),
         )
         buffer.launch_order = self.launch_order
         buffer.abort_requests = lambda: self.checkpoint_manager.abort_replicas(reject_request=True)
@@ -244,7 +245,7 @@ class ReasonrlTrainerMixin:
         if self.resumed_from is None or buffer is None or not buffer.keeps_groups:
             return
         path, saved = self._checkpointed_state(
-            KEPT_GROUPS, "kept groups of the staleness-bounded rollout (written with reasonrl.rollout.staleness null?)"
+            KEPT_GROUPS, "groups the rollout schedule kept across steps (written by a run whose schedule kept none?)"
         )
         tq.load_checkpoint(os.path.join(self.resumed_from, TQ_FOLDER))
         self.prompt_rows.update({uid: int(row) for uid, row in saved["rows"].items()})

@@ -237,7 +237,11 @@ def test_the_staleness_schedule_owns_the_kept_group_rule_the_replay_buffer_appli
     from reasonrl.plugins.rollout.verl_callback import StalenessRolloutCallback
 
     callback = StalenessRolloutCallback(RolloutConfig(seamless=True, staleness=1, reuse_ratio=0.5))
-    assert isinstance(callback, RolloutSchedule) and callback.staleness == 1
+    assert isinstance(callback, RolloutSchedule) and callback.keeps_groups and callback.staleness == 1
+    # the schedule orders the batch: shuffled, the same way for the same step (a resumed run alike)
+    uids = [f"u{i}" for i in range(16)]
+    assert sorted(callback.order_batch(uids, 5)) == sorted(uids) and callback.order_batch(uids, 5) != uids
+    assert callback.order_batch(uids, 5) == callback.order_batch(list(uids), 5)
     versions = {"a": 5, "b": 4, "c": 3, "d": 5, "e": 4}  # trainer at version 5: c is 2 behind
     launches = {"a": 0, "b": 3, "c": 1, "d": 2, "e": 1}
     reused, waiting, stale = callback.split_kept(sorted(versions), 5, 4, versions.get, launches.get)
