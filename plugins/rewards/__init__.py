@@ -23,15 +23,12 @@ REWARD_MANAGER_PACKAGE = "verl.experimental.reward_loop.reward_manager"
 
 
 def _register_reward_manager() -> None:
-    from reasonrl.bridges.import_hooks import run_after_import
-
-    def register() -> None:
-        from reasonrl.plugins.rewards.verl_reward_manager import register_manager
-
-        register_manager()
+    from reasonrl.bridges.import_hooks import register_adapter_when_loaded
 
     # verl's reward-manager registry is not loaded by `import verl`: register where it is.
-    run_after_import(REWARD_MANAGER_PACKAGE, register)
+    register_adapter_when_loaded(
+        REWARD_MANAGER_PACKAGE, "reasonrl.plugins.rewards.verl_reward_manager", "register_manager"
+    )
 
 
 def _register_estimator() -> None:

@@ -124,3 +124,6 @@ def register_manager() -> None:
 
     if REWARD_MANAGER.get(NAME) is not ReasonrlRewardManager:
         register(NAME)(ReasonrlRewardManager)
+
+
+register_manager()  # imported before verl's registry package ran its hook: see register_adapter_when_loaded

@@ -68,13 +68,13 @@ def register_engines_when_loaded(register: Callable[[], None]) -> None:
     run_after_import(VERL_ENGINE_PACKAGE, register)
 
 
-def register_agent_loop_when_loaded(adapter_module: str) -> None:
-    """Register a plugin's verl agent loop right after verl's agent-loop package is imported (the
-    agent-loop workers): import ``adapter_module`` and call its ``register()``.
+def register_adapter_when_loaded(package: str, adapter_module: str, function: str = "register") -> None:
+    """Register a plugin's adapter right after the upstream ``package`` it registers with is
+    imported: import ``adapter_module`` and call its ``function()``.
 
-    The adapter subclasses a verl agent loop, so importing it first (a test, a user) imports
-    verl's package, which runs this callback while the adapter is still half-imported: then the
-    callback leaves it alone and the adapter registers itself on its last line. An adapter
+    The adapter imports that package itself, so importing the adapter first (a user, a test)
+    imports the package, which runs this callback while the adapter is still half-imported: then
+    the callback leaves it alone and the adapter registers itself on its last line. An adapter
     refused by its version guard stays unregistered; a run selecting it stops at start-up."""
     import importlib
 
@@ -88,6 +88,12 @@ def register_agent_loop_when_loaded(adapter_module: str) -> None:
             module = importlib.import_module(adapter_module)
         except UnsupportedUpstreamVersion:
             return
-        module.register()
+        getattr(module, function)()
 
-    run_after_import("verl.experimental.agent_loop", register)
+    run_after_import(package, register)
+
+
+def register_agent_loop_when_loaded(adapter_module: str) -> None:
+    """A verl agent loop, registered when verl's agent-loop package is imported (the agent-loop
+    workers); see :func:`register_adapter_when_loaded`."""
+    register_adapter_when_loaded("verl.experimental.agent_loop", adapter_module)
