@@ -57,11 +57,19 @@ def _node(config: Any, key: str) -> tuple[bool, Any]:
     return True, node if isinstance(node, DictConfig) else node._value()
 
 
+#: Sections whose keys are names of the user's choosing, however many the config already holds
+#: (environment variables for Ray's workers: ``+ray_kwargs.ray_init.runtime_env.env_vars.X=1``).
+FREE_FORM_SECTIONS = frozenset({"env_vars"})
+
+
 def _open_parent(config: Any, key: str) -> bool:
-    """Some ancestor of ``key`` is a section that takes any key (an empty mapping or null)."""
+    """Some ancestor of ``key`` is a section that takes any key (an empty mapping or null, or one of
+    :data:`FREE_FORM_SECTIONS`)."""
     from omegaconf import DictConfig
 
     parts = key.split(".")
+    if any(part in FREE_FORM_SECTIONS for part in parts[:-1]):
+        return True
     for depth in range(1, len(parts)):
         exists, value = _node(config, ".".join(parts[:depth]))
         if not exists:
