@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from reasonrl.compat import Reach, config_value
-
-VERL_0_9 = ">=0.9.1,<0.10"
+from reasonrl.compat.verl import VERL_0_9
 
 
 def _length_curriculum_on(config: Any) -> bool:
