@@ -18,13 +18,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import sysconfig
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
+
+from reasonrl.testing.plugin_alone import install
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = ("reasonrl", "plugins", "patches", "hydra_configs", "setup.py", "pyproject.toml", "README.md")
@@ -44,41 +45,12 @@ def _copy_checkout(checkout: Path) -> None:
 
 
 def _install_editable(checkout: Path, venv: Path) -> Path:
-    """A venv for the copy: this environment's packages through a ``.pth``, the copy editable."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    copy_site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    # after the copy's own site-packages (its editable finder) come this environment's packages
-    Path(copy_site, "zz_host_environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    """A venv for the copy over this environment's packages (its reasonrl too, as before: the
+    copy's own editable finder comes first); returns the copy's console script."""
     started = time.monotonic()
-    installed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "-e",
-            str(checkout),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "PYTHON"))},
-    )
-    assert installed.returncode == 0, installed.stdout + installed.stderr
+    python = install(checkout, venv, hide_host_reasonrl=False)
     print(f"editable install of the copy: {time.monotonic() - started:.1f} s")
-    return venv / "bin" / "reasonrl"
+    return python.parent / "reasonrl"
 
 
 def _write_jsonl(path: Path, rows) -> Path:

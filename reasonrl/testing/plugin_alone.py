@@ -65,9 +65,10 @@ def _host_site_without_reasonrl(where: Path) -> Path:
     return where
 
 
-def install(checkout: Path, venv: Path) -> Path:
+def install(checkout: Path, venv: Path, hide_host_reasonrl: bool = True) -> Path:
     """``checkout`` installed editable (no dependencies) in a new venv over this environment's
-    packages; returns the venv's python."""
+    packages; returns the venv's python. ``hide_host_reasonrl``: the venv does not see this
+    environment's own reasonrl install (its entry points would list plugins the copy lacks)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
     purelib = subprocess.run(
@@ -76,7 +77,8 @@ def install(checkout: Path, venv: Path) -> Path:
         text=True,
         check=True,
     ).stdout.strip()
-    host = _host_site_without_reasonrl(venv / "host-site")
+    # after the copy's own site-packages (its editable finder) come this environment's packages
+    host = _host_site_without_reasonrl(venv / "host-site") if hide_host_reasonrl else sysconfig.get_paths()["purelib"]
     Path(purelib, "zz_host_environment.pth").write_text(f"{host}\n")
     command = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps"]
     command += ["--no-build-isolation", "--no-index", "-e", str(checkout)]
