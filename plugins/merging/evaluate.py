@@ -1,6 +1,6 @@
 """Each model's validation reward on each domain (the domain-parallel pipeline's table): greedy
 vLLM answers to the first ``questions`` rows of every domain's validation parquet, scored by the
-rewards plugin's math reward (``reasonrl.greedy_answers``: every model in one process).
+rewards plugin's math reward (a declared requirement; ``reasonrl.greedy_answers``: every model in one process).
 """
 
 from __future__ import annotations
@@ -10,6 +10,9 @@ from pathlib import Path
 
 from reasonrl.greedy_answers import greedy_answers
 
+#: The rewards plugin's math reward (merging requires rewards): Math-Verify on the text after ``</think>``.
+MATH_REWARD = "reasonrl.plugins.rewards.math_reward:math_reward"
+
 
 def evaluate_models(
     models: dict[str, Path], domains: dict[str, str], questions: int, max_tokens: int, out: Path, log=print
@@ -17,7 +20,7 @@ def evaluate_models(
     """``{model: {domain: {reward, mean_length, questions, answers}}}``; also written as
     evaluation.json / .md / .png under ``out``."""
     log(f"evaluating {', '.join(models)} on {sorted(domains)} ({questions} questions each, greedy)")
-    table = greedy_answers(models, domains, questions, max_tokens)
+    table = greedy_answers(models, domains, questions, max_tokens, MATH_REWARD)
     out.mkdir(parents=True, exist_ok=True)
     (out / "evaluation.json").write_text(json.dumps(table, indent=2))
     names = sorted(domains)

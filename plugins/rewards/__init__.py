@@ -109,6 +109,13 @@ def reasonrl_check_config(config) -> None:
 
 
 @hookimpl
+def reasonrl_prepare_rows(rows: list[dict]) -> None:
+    from reasonrl.plugins.rewards.difficulty import calibrate_rows
+
+    calibrate_rows(rows)
+
+
+@hookimpl
 def reasonrl_check_inputs(config) -> None:
     """A run whose data holds code problems for the local judge probes the judge's sandbox in the
     driver: a sandbox that cannot start here stops the run before Ray starts, not at step 1."""

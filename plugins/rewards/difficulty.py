@@ -14,6 +14,7 @@ Rewards for one solution with per-test results ``passed``:
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Sequence
@@ -162,3 +163,21 @@ def levels_passed(passed: Sequence[bool], calibration: TestDifficulty) -> list[b
     return [
         all(ok for level, ok in zip(calibration.levels, passed) if level == g) for g in range(calibration.num_levels)
     ]
+
+
+#: A verl row's reference solutions' verdicts on its tests (solutions × tests), as data writers put them.
+VERDICTS_FIELD = "solution_test_verdicts"
+
+
+def calibrate_rows(rows: list[dict], levels: int = 3) -> None:
+    """Give each code row that carries ``extra_info.solution_test_verdicts`` and no calibration its
+    MiMo §3.3.1 calibration (``difficulty`` in its JSON ground truth, what the code reward reads)."""
+    for row in rows:
+        verdicts = (row.get("extra_info") or {}).get(VERDICTS_FIELD)
+        truth = (row.get("reward_model") or {}).get("ground_truth")
+        if verdicts is None or not isinstance(truth, str) or not truth.lstrip().startswith("{"):
+            continue
+        spec = json.loads(truth)
+        if "difficulty" not in spec:
+            spec["difficulty"] = calibrate(verdicts, levels=levels).to_json()
+            row["reward_model"]["ground_truth"] = json.dumps(spec)

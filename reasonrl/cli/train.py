@@ -309,7 +309,11 @@ def usage() -> str:
     from reasonrl.config import config_groups
 
     groups = ", ".join(f"reasonrl.{name}" for name in sorted(config_groups())) or "none installed"
-    options = [f"    +reasonrl/{group}={'|'.join(names)}" for group, names in _plugin_options().items() if names]
+    installed = {group: names for group, names in _plugin_options().items() if names}
+    options = [f"    +reasonrl/{group}={'|'.join(names)}" for group, names in installed.items()]
+    # an example option from what is installed: the core names no plugin's option itself
+    examples = [f"  reasonrl train recipe=longcat +preset=cpu_tiny +reasonrl/{group}={names[0]} trainer.total_training_steps=5"
+                for group, names in list(installed.items())[:1]]  # fmt: skip
     return "\n".join(
         [
             "reasonrl train: run verl's PPO/GRPO trainer with a reasonrl recipe.",
@@ -329,8 +333,7 @@ def usage() -> str:
             "",
             "Examples:",
             "  reasonrl train recipe=mimo +preset=cpu_tiny                          # the CPU main job",
-            "  reasonrl train recipe=longcat +preset=cpu_tiny +reasonrl/rollout=staleness trainer.total_training_steps=5",
-            "  reasonrl train recipe=kimi_k15 +reasonrl/rollout=partial reasonrl.rollout.token_budget=4096",
+            *examples,
             "  reasonrl train recipe=kimi_k15_long2short actor_rollout_ref.model.path=/ckpt/long_cot",
             "",
             "Print the merged config without running:  reasonrl train recipe=mimo --cfg job",

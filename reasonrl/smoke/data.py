@@ -2,7 +2,9 @@
 recipe so each recipe's CPU run exercises its own rewards (``reasonrl.smoke.arithmetic``):
 
 - ``mimo``: plain problems graded by Math-Verify plus one code problem in four, judged in the
-  sandbox with a test-difficulty calibration in the ground truth (MiMo §3.3.1);
+  sandbox, carrying reference solutions' verdicts on its tests (``extra_info.solution_test_verdicts``)
+  that the plugins' ``reasonrl_prepare_rows`` turn into what their rewards read (the rewards
+  plugin: a test-difficulty calibration in the ground truth, MiMo §3.3.1);
 - ``nemotron``: plain problems, half with "detailed thinking on", half "off"
   (``extra_info.thinking``; the rewards plugin's dataset class puts the toggle into the prompt);
 - any other recipe: plain problems.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from reasonrl.manager import get_plugin_manager
 from reasonrl.smoke.arithmetic import CODE_DATA_SOURCE, DATA_SOURCE, Problem
 
 #: Every fourth mimo problem is a code problem.
@@ -39,18 +42,17 @@ def plain_row(problem: Problem, split: str, index: int) -> dict:
 
 
 def code_row(problem: Problem, split: str, index: int) -> dict:
-    """A stdin/stdout code problem with its tests and calibration (a JSON ground truth)."""
-    from reasonrl.api import calibrate_difficulty
-
+    """A stdin/stdout code problem with its tests (a JSON ground truth) and the verdicts of
+    reference solutions on them (``extra_info.solution_test_verdicts``: solutions × tests)."""
     inputs, outputs = problem.code_tests()
-    calibration = calibrate_difficulty(problem.code_calibration_verdicts(), levels=2).to_json()
-    truth = {"problem_id": f"add{problem.b}_{index}", "inputs": inputs, "outputs": outputs, "difficulty": calibration}
+    truth = {"problem_id": f"add{problem.b}_{index}", "inputs": inputs, "outputs": outputs}
+    verdicts = [[bool(v) for v in solution] for solution in problem.code_calibration_verdicts()]
     return {
         "data_source": CODE_DATA_SOURCE,
         "prompt": [{"role": "user", "content": problem.code_prompt}],
         "ability": "code",
         "reward_model": {"style": "rule", "ground_truth": json.dumps(truth)},
-        "extra_info": {"split": split, "index": index, "thinking": None},
+        "extra_info": {"split": split, "index": index, "thinking": None, "solution_test_verdicts": verdicts},
     }
 
 
@@ -67,6 +69,7 @@ def verl_rows(problems: list[Problem], split: str, recipe: str = "", pass_rates=
         if pass_rates is not None:
             row["extra_info"]["pass_rate"] = float(pass_rates[index])
         rows.append(row)
+    get_plugin_manager().hook.reasonrl_prepare_rows(rows=rows)  # pluggy's call: a plugin's error stops the data
     return rows
 
 

@@ -124,3 +124,18 @@ def test_scheme_order(data):
     calibration = calibrate(verdicts, levels=data.draw(st.integers(1, 4)))
     strict, soft, all_or_nothing = (reward(passed, calibration, s) for s in ("strict", "soft", "all_or_nothing"))
     assert 0.0 <= all_or_nothing <= strict + 1e-12 <= soft + 2e-12 <= 1.0 + 1e-9
+
+
+def test_rows_carrying_reference_verdicts_get_their_calibration_and_others_are_left_alone():
+    from reasonrl.plugins.rewards.difficulty import calibrate_rows
+
+    verdicts = matrix([3, 2, 0], 3)
+    code = {"reward_model": {"ground_truth": json.dumps({"inputs": ["1\n"], "outputs": ["2\n"]})},
+            "extra_info": {"solution_test_verdicts": verdicts}}  # fmt: skip
+    fixed = {"difficulty": {"levels": [0]}, "inputs": ["1\n"], "outputs": ["2\n"]}
+    kept = {"reward_model": {"ground_truth": json.dumps(fixed)}, "extra_info": {"solution_test_verdicts": verdicts}}
+    math = {"reward_model": {"ground_truth": "4"}, "extra_info": {"solution_test_verdicts": verdicts}}
+    calibrate_rows(rows := [code, kept, math])
+    assert json.loads(rows[0]["reward_model"]["ground_truth"])["difficulty"] == calibrate(verdicts).to_json()
+    assert json.loads(rows[1]["reward_model"]["ground_truth"]) == fixed  # an existing calibration stays
+    assert rows[2]["reward_model"]["ground_truth"] == "4"
