@@ -13,6 +13,7 @@ fail)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -37,6 +38,20 @@ def _declared() -> tuple[dict[str, list[str]], dict[str, set[str]]]:
 GROUPS_OF, REQUIRES = _declared()
 
 
+def _recipe_groups() -> dict[str, set[str]]:
+    """``recipe -> the option groups its defaults name``, following a recipe that extends another."""
+    folder = REPO / "hydra_configs" / "recipe"
+    texts = {path.stem: path.read_text() for path in folder.glob("*.yaml")}
+
+    def groups(recipe: str) -> set[str]:
+        named = set(re.findall(r"^  - optional /reasonrl/(\w+):", texts[recipe], re.M))
+        for parent in re.findall(r"^  - (\w+)$", texts[recipe], re.M):
+            named |= groups(parent) if parent in texts else set()
+        return named
+
+    return {recipe: groups(recipe) for recipe in texts}
+
+
 @pytest.mark.parametrize("plugin", sorted(GROUPS_OF))
 def test_the_plugin_lifted_out_alone_imports_loads_and_composes(plugin, tmp_path):
     keep = {plugin, *REQUIRES[plugin]}
@@ -53,3 +68,7 @@ def test_the_plugin_lifted_out_alone_imports_loads_and_composes(plugin, tmp_path
     assert report["compose_errors"] == {}, report["compose_errors"]
     options = {p.stem for g in GROUPS_OF[plugin] for p in (REPO / "hydra_configs" / "reasonrl" / g).glob("*.yaml")}
     assert len(report["composed"]) == len(options), report["composed"]
+    # a recipe naming an option of a plugin not there composes (optional defaults) but never runs
+    kept_groups = {g for k in keep for g in GROUPS_OF.get(k, [])}
+    refused = {recipe: groups - kept_groups for recipe, groups in _recipe_groups().items()}
+    assert report["recipes_refused"] == {r: f"reasonrl/{min(g)}" for r, g in refused.items() if g}

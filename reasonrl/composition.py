@@ -39,6 +39,28 @@ def compose_config(overrides: list[str]) -> Any:
         return compose(CONFIG_NAME, overrides=with_searchpath(overrides))
 
 
+def missing_options(overrides: list[str]) -> dict[str, str]:
+    """The plugin options (``reasonrl/<group>: <option>``) the composed defaults name that no
+    installed plugin provides: ``{group: option}``. A recipe names its plugins' options as
+    ``optional`` defaults, so that it composes where some of them are lifted out (a plugin alone);
+    ``reasonrl train`` refuses to run such a recipe (nothing silently dropped)."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from reasonrl.config import register_resolvers
+
+    register_resolvers()
+    with initialize_config_module(CONFIG_MODULE, version_base=None):
+        full = with_searchpath(overrides)
+        choices = compose(CONFIG_NAME, overrides=full, return_hydra_config=True).hydra.runtime.choices
+        loader = GlobalHydra.instance().config_loader()
+        return {
+            group: option
+            for group, option in choices.items()
+            if group.startswith("reasonrl/") and option and option not in loader.get_group_options(group, overrides=full)
+        }
+
+
 def export_runtime_env(config: Any) -> None:
     """Resolve the env vars the config gives every Ray worker (verl hands Ray the runtime_env
     unresolved, so an interpolation such as ``${reasonrl.mtp.drafting}`` would reach the workers

@@ -177,6 +177,22 @@ def check_overrides(overrides: list[str], compose: Callable[[list[str]], Any]) -
             raise ConfigError(key, problem)
 
 
+def refuse_missing_options(overrides: list[str]) -> None:
+    """Every plugin option the recipe names is installed: a recipe composes without the options of
+    a plugin that is not there (its defaults are ``optional``), a run must not."""
+    from reasonrl.composition import missing_options
+
+    missing = missing_options(overrides)
+    if missing:
+        group, option = sorted(missing.items())[0]
+        named = ", ".join(f"+{g}={o}" for g, o in sorted(missing.items()))
+        raise ConfigError(
+            group,
+            f"the recipe uses {named}, which no installed plugin provides: install the plugin that "
+            "declares the group (reasonrl plugins lists those installed)",
+        )
+
+
 def check_required_keys(config: Any) -> None:
     """The keys the recipe lists in ``reasonrl.recipe.required`` (key → why) must be set."""
     required = config_value(config, "reasonrl.recipe.required") or {}

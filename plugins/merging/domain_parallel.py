@@ -151,11 +151,12 @@ def _compose_checked(overrides: list[str], key: str, what: str, validate: bool =
 
     from reasonrl.composition import compose_config
     from reasonrl.config import validate_config
-    from reasonrl.startup_checks import check_config, check_overrides
+    from reasonrl.startup_checks import check_config, check_overrides, refuse_missing_options
 
     try:
         check_overrides(overrides, compose_config)  # reasonrl train's: a misspelt key named, not Hydra's hint
         config = compose_config(overrides)
+        refuse_missing_options(overrides)
         if validate:
             validate_config(config)
             check_config(config)

@@ -350,11 +350,12 @@ def precheck(overrides: list[str]) -> Any:
     from omegaconf.errors import OmegaConfBaseException
 
     from reasonrl.config import validate_config
-    from reasonrl.startup_checks import check_config, check_overrides
+    from reasonrl.startup_checks import check_config, check_overrides, refuse_missing_options
 
     try:
         check_overrides(overrides, compose_config)  # first: a misspelt key is named, not Hydra's hint
         config = compose_config(overrides)
+        refuse_missing_options(overrides)
         validate_config(config)
         check_config(config)
     except (HydraException, OmegaConfBaseException) as error:

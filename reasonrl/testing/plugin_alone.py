@@ -15,6 +15,7 @@ the length curriculum's last stage equals the recipe's response length).
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -48,10 +49,28 @@ def lift_out(repo: Path, dest: Path, keep: set[str], groups_of: dict[str, list[s
     for plugin in removed:
         for folder in owned_folders(dest, plugin, groups_of[plugin]):
             shutil.rmtree(folder)
+    _drop_reexports(dest / "reasonrl" / "api.py", set(removed))
     pyproject = dest / "pyproject.toml"
     lines = pyproject.read_text().splitlines(keepends=True)
     entry = re.compile(r'^(\w+) = "reasonrl\.plugins\.(\w+)"')
     pyproject.write_text("".join(line for line in lines if not ((m := entry.match(line)) and m.group(1) in removed)))
+
+
+def _drop_reexports(api: Path, removed: set[str]) -> None:
+    """``reasonrl.api`` less its explicit re-exports from the removed plugins (their import lines
+    and ``__all__`` entries), as the entry points: they are not part of the core contract."""
+    source = api.read_text()
+    lines = source.splitlines(keepends=True)
+    dropped_lines: set[int] = set()
+    dropped_names: set[str] = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[:2] == ["reasonrl", "plugins"]:
+            if node.module.split(".")[2] in removed:
+                dropped_lines.update(range(node.lineno - 1, node.end_lineno))
+                dropped_names.update(alias.asname or alias.name for alias in node.names)
+    kept = [line for index, line in enumerate(lines) if index not in dropped_lines]
+    kept = [line for line in kept if line.strip().rstrip(",").strip("\"'") not in dropped_names]
+    api.write_text("".join(kept))
 
 
 def _host_site_without_reasonrl(where: Path) -> Path:
@@ -127,5 +146,13 @@ for group in mine:
             report["composed"].append(override)
         except Exception as exc:
             report["compose_errors"][override] = f"{type(exc).__name__}: {exc}"
+from reasonrl.config import ConfigError
+from reasonrl.startup_checks import refuse_missing_options
+report["recipes_refused"] = {}  # recipe -> the first group its run is refused for (a plugin not there)
+for recipe in sorted(p.stem for p in (Path(configs.__file__).parent / "recipe").glob("*.yaml")):
+    try:
+        refuse_missing_options([f"recipe={recipe}"])
+    except ConfigError as exc:
+        report["recipes_refused"][recipe] = exc.key
 print(json.dumps(report))
 """
