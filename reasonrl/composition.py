@@ -57,7 +57,9 @@ def missing_options(overrides: list[str]) -> dict[str, str]:
         return {
             group: option
             for group, option in choices.items()
-            if group.startswith("reasonrl/") and option and option not in loader.get_group_options(group, overrides=full)
+            if group.startswith("reasonrl/")
+            and option
+            and option not in loader.get_group_options(group, overrides=full)
         }
 
 
