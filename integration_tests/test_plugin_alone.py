@@ -6,9 +6,9 @@ plugins`` loads exactly the kept plugins with no error, and each of the plugin's
 over verl's own config (``~recipe``: the recipes combine several plugins) with knobs its schema
 accepts.
 
-Not checked here: the plugin's own unit tests in the copy (many compose a report's recipe,
-which needs the other plugins; ``scripts/plugin_alone.py --unit-tests`` runs them and says which
-fail)."""
+Then the plugin's own unit tests (``plugins/<p>/tests``) run in the copy: this is where CI runs
+them (``testpaths`` leaves ``plugins/`` out so that each runs once, with only its plugin and what it
+declares installed). ``scripts/plugin_alone.py --unit-tests`` prints the same as a table."""
 
 from __future__ import annotations
 
@@ -72,3 +72,11 @@ def test_the_plugin_lifted_out_alone_imports_loads_and_composes(plugin, tmp_path
     kept_groups = {g for k in keep for g in GROUPS_OF.get(k, [])}
     refused = {recipe: groups - kept_groups for recipe, groups in _recipe_groups().items()}
     assert report["recipes_refused"] == {r: f"reasonrl/{min(g)}" for r, g in refused.items() if g}
+    tests = subprocess.run(
+        [str(python), "-m", "pytest", "-q", "-p", "no:randomly", f"plugins/{plugin}/tests"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path / "checkout",
+        timeout=540,
+    )
+    assert tests.returncode == 0, f"{plugin}'s unit tests alone:\n{tests.stdout[-6000:]}{tests.stderr[-2000:]}"

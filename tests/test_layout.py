@@ -143,7 +143,6 @@ PLUGINS_USING_TOY_ASSETS = {
     "plugins/merging/domain_parallel.py": "the CPU demo pipeline (--smoke) builds its data and tiny model",
     "plugins/long2short/compare.py": "the CPU long-CoT comparison trains on the smoke model and task",
     "plugins/long2short/toy.py": "the long-CoT toy is written over the smoke arithmetic problems",
-    "plugins/rollout/fp8.py": "the FP8 gap measurement runs the smoke model on its arithmetic prompts",
 }
 
 

@@ -24,7 +24,9 @@ def reasonrl_plugin_info() -> PluginInfo:
         summary="merging: LongCat's fusion of domain experts (normalize, drop, erase) and weight averaging / task "
         "arithmetic of Hugging Face checkpoints, streamed tensor by tensor",
         reports=("LongCat-Flash-Thinking §3.4", "Kimi k1.5 §2.4"),
-        requires=("rewards",),  # the rewards plugin's math reward scores domain-parallel's per-domain evaluation
+        # rewards: its math reward scores domain-parallel's per-domain evaluation; objectives and
+        # sampling: the pipeline trains its experts with LongCat's recipe, which names their options
+        requires=("objectives", "rewards", "sampling"),
     )
 
 

@@ -27,9 +27,9 @@ Public functions: :func:`fp8_rollout_keys`, :func:`cpu_has_amx`, :func:`is_cpu_p
 :func:`check_fp8` (config); :func:`quantize_block_fp8` (verl's own sync-time function),
 :func:`block_fp8_reference` / :func:`dequantize_block_fp8` (the equations, framework-free),
 :func:`quantize_per_tensor_fp8` / :func:`fake_quant_activation` (the report's reading, for
-measurement only); :func:`fake_quant_engine` / :func:`fake_quant_probability_gap` /
-:func:`measure_smoke_gap` (trainer-vs-engine probability gap on a tiny HF causal LM).
-``python -m reasonrl.plugins.rollout.fp8`` prints the gap on the smoke model.
+measurement only); :func:`fake_quant_engine` / :func:`fake_quant_probability_gap`
+(trainer-vs-engine probability gap on an HF causal LM; ``benchmarks/rollout/fp8_gap.py`` prints it
+for the smoke model).
 
 verl, vLLM and transformers are imported inside functions only.
 """
@@ -339,57 +339,6 @@ def fake_quant_probability_gap(
     }
 
 
-def longcat_tis_cap() -> float:
-    """LongCat's truncated-IS cap C: ``reasonrl.objective.tis_cap`` as the option file
-    ``+reasonrl/objective=longcat`` (which the longcat recipe includes) sets it (2.0; read from the
-    file: a plugin imports no other plugin)."""
-    from importlib.resources import files
-
-    from omegaconf import OmegaConf
-
-    text = files("reasonrl.hydra_configs").joinpath("reasonrl/objective/longcat.yaml").read_text()
-    return float(OmegaConf.select(OmegaConf.create(text), "reasonrl.objective.tis_cap"))
-
-
-def measure_smoke_gap(
-    prompts: int = 64,
-    samples_per_prompt: int = 4,
-    recipe: str = "nemotron",
-    split: str = "val",
-    **kwargs: Any,
-) -> dict[str, Any]:
-    """:func:`fake_quant_probability_gap` on reasonrl's tiny smoke model (built on first use by
-    ``reasonrl.smoke.prepare.ensure``) and its real arithmetic prompts (``data/<recipe>/<split>``),
-    ``samples_per_prompt`` samples each; ``tis_cap`` defaults to LongCat's."""
-    import pandas as pd
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from reasonrl.smoke.prepare import default_root, ensure
-
-    ensure()
-    root = default_root()
-    tokenizer = AutoTokenizer.from_pretrained(root / "model")
-    tokenizer.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(root / "model").eval()
-    frame = pd.read_parquet(root / "data" / recipe / f"{split}.parquet").head(prompts)
-    texts = [
-        tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
-        for messages in frame["prompt"]
-    ]
-    batch = tokenizer([t for t in texts for _ in range(samples_per_prompt)], return_tensors="pt", padding=True)
-    kwargs.setdefault("tis_cap", longcat_tis_cap())
-    result = fake_quant_probability_gap(
-        model,
-        batch["input_ids"],
-        batch["attention_mask"],
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        **kwargs,
-    )
-    result["prompts"] = len(frame)
-    return result
-
-
 def gpu_check() -> dict[str, float]:
     """On a CUDA device verl's dispatcher runs its Triton kernel (descale = a/448, scaled by
     1/descale) instead of the PyTorch path (448/a and its reciprocal): compare it with the
@@ -415,22 +364,11 @@ def gpu_check() -> dict[str, float]:
 def main() -> None:
     import sys
 
-    if "--gpu-check" in sys.argv[1:]:
-        print(gpu_check())
-        return
-    for scheme, activations, label in (
-        ("block", True, "verl block FP8, W8A8 (vLLM on GPU)"),
-        ("block", False, "verl block FP8, W8A16 (vLLM on CPU with AMX)"),
-        ("per_tensor", True, "report's reading: per-tensor W, per-token A"),
-    ):
-        r = measure_smoke_gap(scheme=scheme, quantize_activations=activations)
-        print(
-            f"{label}: {r['tokens']} sampled tokens ({r['prompts']} prompts), {r['quantized_linears']} linears; "
-            f"mean |p_engine - p_trainer| = {r['mean_abs_prob_gap']:.3e} (max {r['max_abs_prob_gap']:.3e}); "
-            f"mean |dlogp| = {r['mean_abs_logprob_gap']:.3e}; share p_trainer/p_engine > C={r['tis_cap']:g}: "
-            f"{r['tis_capped_share']:.3%} (ratio range {r['min_ratio']:.4f}..{r['max_ratio']:.4f})",
-            flush=True,
+    if "--gpu-check" not in sys.argv[1:]:
+        raise SystemExit(
+            "usage: python -m reasonrl.plugins.rollout.fp8 --gpu-check (the smoke-model gap: benchmarks/rollout/fp8_gap.py)"
         )
+    print(gpu_check())
 
 
 if __name__ == "__main__":

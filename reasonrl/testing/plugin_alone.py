@@ -1,9 +1,10 @@
 """Lift one built-in plugin out of the repository, as a maintainer taking it upstream would.
 
 :func:`lift_out` copies the installable checkout (``reasonrl/``, ``plugins/``, ``patches/``,
-``hydra_configs/``, ``integration_tests/``, ``setup.py``, ``pyproject.toml``) and removes every
-other plugin's four folders — ``plugins/<q>/``, ``patches/<q>/``, ``integration_tests/<q>/`` and
-its option folders ``hydra_configs/reasonrl/<group>/`` — and its entry point, keeping the plugins
+``hydra_configs/``, ``integration_tests/``, ``benchmarks/``, ``setup.py``, ``pyproject.toml``) and
+removes every other plugin's four folders — ``plugins/<q>/``, ``patches/<q>/``,
+``integration_tests/<q>/`` and its option folders ``hydra_configs/reasonrl/<group>/`` — with its
+``benchmarks/<q>/``, its entry point and its ``reasonrl.api`` re-exports, keeping the plugins
 the one lifted out declares it needs (``PluginInfo.requires``). :func:`install` installs the copy
 editable into a fresh venv that sees this environment's other packages but not its reasonrl, and
 :data:`CHECK` is what ``python -c`` runs there: every module of the plugin imports, the plugin
@@ -24,14 +25,15 @@ import sys
 import sysconfig
 from pathlib import Path
 
-SOURCES = ("reasonrl", "plugins", "patches", "hydra_configs", "integration_tests", "setup.py", "pyproject.toml")
+SOURCES = ("reasonrl", "plugins", "patches", "hydra_configs", "integration_tests", "benchmarks", "setup.py", "pyproject.toml")
 SKIP = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc", ".venv*")
 
 
 def owned_folders(repo: Path, plugin: str, groups: list[str]) -> list[Path]:
     """The plugin's four folders (those that exist): its package, patches, integration tests and
-    the option folder of each config group it declares."""
+    the option folder of each config group it declares — and its benchmarks (run from a checkout)."""
     folders = [repo / "plugins" / plugin, repo / "patches" / plugin, repo / "integration_tests" / plugin]
+    folders += [repo / "benchmarks" / plugin]
     folders += [repo / "hydra_configs" / "reasonrl" / group for group in groups]
     return [folder for folder in folders if folder.exists()]
 
