@@ -25,7 +25,16 @@ import sys
 import sysconfig
 from pathlib import Path
 
-SOURCES = ("reasonrl", "plugins", "patches", "hydra_configs", "integration_tests", "benchmarks", "setup.py", "pyproject.toml")
+SOURCES = (
+    "reasonrl",
+    "plugins",
+    "patches",
+    "hydra_configs",
+    "integration_tests",
+    "benchmarks",
+    "setup.py",
+    "pyproject.toml",
+)
 SKIP = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc", ".venv*")
 
 
