@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reasonrl.plugins.merging.domain_parallel import DONE, write_demo
+from benchmarks.merging.domain_parallel_demo import write_demo
+from reasonrl.plugins.merging.domain_parallel import DONE
 from reasonrl.testing.cpu_runs import (
     assert_state_restored,
     assert_steps_trained,

@@ -31,3 +31,11 @@ def reasonrl_cli_commands() -> list[CliCommand]:
     from reasonrl.plugins.long2short.cli import LONG2SHORT_COMMAND
 
     return [LONG2SHORT_COMMAND]
+
+
+@hookimpl
+def reasonrl_benchmarks() -> list[CliCommand]:
+    # benchmarks/long2short/ of a source checkout (the methods compared on the CPU smoke task)
+    from reasonrl.source_checkout import checkout_benchmarks
+
+    return checkout_benchmarks("long2short")

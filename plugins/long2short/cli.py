@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from reasonrl.contracts import CliCommand
@@ -66,34 +65,9 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     dpo.add_argument("--steps", type=int, default=100)
     dpo.add_argument("--batch-size", type=int, default=8)
     dpo.add_argument("--seed", type=int, default=0)
-    compare = sub.add_parser(
-        "compare", help="every long2short method on the CPU smoke task: mean length and reward (table + plot)"
-    )
-    compare.add_argument("--demo", type=Path, required=True, help="folder for the models, logs and the table")
-    compare.add_argument("--rl-steps", type=int, default=20, help="long2short RL steps")
-    compare.add_argument("--questions", type=int, default=128, help="validation questions answered per model")
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.action == "compare":
-        from reasonrl.plugins.long2short.compare import run_demo
-
-        try:
-            table = run_demo(
-                args.demo,
-                args.rl_steps,
-                args.questions,
-                log=lambda line: print(f"[reasonrl] long2short: {line}", flush=True),
-            )
-        except RuntimeError as error:
-            print(f"reasonrl long2short compare: {error}", file=sys.stderr)
-            return 2
-        except KeyboardInterrupt:
-            print(f"[reasonrl] long2short: interrupted; the same command resumes ({args.demo})", flush=True)
-            return 130
-        print((args.demo / "comparison.md").read_text(), flush=True)
-        print(f"long2short comparison: {json.dumps(table)}", flush=True)
-        return 0
     if args.action == "dpo":
         from reasonrl.plugins.long2short.dpo import train
 

@@ -126,19 +126,19 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _configure_pipeline(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, help="pipeline YAML (recipe, workdir, domains, overrides, fusion knobs)")
     parser.add_argument(
-        "--demo", type=Path, default=None, help="write two smoke domains and a CPU pipeline YAML here, then run it"
+        "--config",
+        type=Path,
+        required=True,
+        help="pipeline YAML (recipe, workdir, domains, overrides, fusion knobs); a CPU demo writes one: "
+        "python -m benchmarks.merging.domain_parallel_demo DIR (from a checkout)",
     )
-    parser.add_argument("--demo-steps", type=int, default=2, help="RL steps per stage of the demo")
 
 
 def _run_pipeline(args: argparse.Namespace) -> int:
-    from reasonrl.plugins.merging.domain_parallel import load_spec, run, write_demo
+    from reasonrl.plugins.merging.domain_parallel import load_spec, run
 
-    if args.demo is None and args.config is None:
-        raise UserError("", "give --config or --demo")
-    config = write_demo(args.demo, args.demo_steps) if args.demo else args.config
+    config = args.config
     try:  # the spec and every RL run's config are checked before any stage starts
         spec = load_spec(config)
         table = run(spec, log=lambda line: print(f"[reasonrl] domain-parallel: {line}", flush=True))

@@ -24,8 +24,6 @@ import os
 import sys
 from pathlib import Path
 
-import yaml
-
 from reasonrl.child_process import run_through_ctrl_c
 from reasonrl.config import ConfigError, knob, validate_group
 from reasonrl.console import VERL_CONSOLE_ENV
@@ -255,37 +253,3 @@ def run(spec: PipelineSpec, log=print) -> dict:
         log,
     )
     return table
-
-
-def write_demo(folder: Path, steps: int = 2) -> Path:
-    """Two smoke domains of two-digit sums — without a carry (ones digits sum below 10) and with
-    one — as verl parquets, and a pipeline YAML for the CPU preset (``--demo``)."""
-    from reasonrl.smoke.data import write_parquet
-    from reasonrl.smoke.model import TinyModelSpec
-    from reasonrl.smoke.prepare import prepare, split_problems
-
-    prepare()
-    train, val = split_problems(TinyModelSpec())
-
-    def carry(problem) -> bool:
-        return (problem.a % 10) + (problem.b % 10) >= 10
-
-    domains = {}
-    for name, keep in (("no_carry", lambda p: not carry(p)), ("carry", carry)):
-        data = folder / "data" / name
-        write_parquet([p for p in train if keep(p)], "train", data / "train.parquet", "longcat")
-        write_parquet([p for p in val if keep(p)], "test", data / "val.parquet", "longcat")
-        domains[name] = {"train_files": str(data / "train.parquet"), "val_files": str(data / "val.parquet")}
-    spec = {
-        "recipe": "longcat",
-        "workdir": "runs",
-        "domains": domains,
-        "overrides": ["+preset=cpu_tiny", "trainer.test_freq=-1", "trainer.val_before_train=false"],
-        "expert_overrides": [f"trainer.total_training_steps={steps}"],
-        "general_overrides": [f"trainer.total_training_steps={steps}"],
-        "eval_questions": 64,
-        "eval_max_tokens": 16,
-    }
-    path = folder / "pipeline.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path

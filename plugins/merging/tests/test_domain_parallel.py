@@ -1,5 +1,5 @@
 """The domain-parallel pipeline's spec, demo domains and stage bookkeeping (the RL runs themselves:
-`reasonrl domain-parallel --demo`, see the README)."""
+`python -m benchmarks.merging.domain_parallel_demo`, see the README)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from benchmarks.merging.domain_parallel_demo import write_demo
 from reasonrl.config import ConfigError
-from reasonrl.plugins.merging.domain_parallel import DONE, load_spec, run_rl, write_demo
+from reasonrl.plugins.merging.domain_parallel import DONE, load_spec, run_rl
 
 
 def spec_file(tmp_path, **change):

@@ -1,5 +1,6 @@
 """The long2short methods side by side on the CPU smoke task (Kimi §2.4): mean response length and
-reward of each method's model — ``reasonrl long2short compare --demo DIR``.
+reward of each method's model — ``reasonrl bench long2short --demo DIR`` (from a checkout: it builds
+on the CPU smoke assets, which no plugin uses).
 
 From the long-CoT toy model (``toy.py``; the smoke model is the short-CoT one), each method is the
 product's own command, run as a user would:
@@ -26,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from reasonrl.child_process import run_through_ctrl_c
+from reasonrl.contracts import CliCommand
 
 #: the long-CoT model's longest answers (level 3, ~45 tokens) fit; the smoke model has 64 positions
 LONG_MAX_TOKENS = 48
@@ -62,8 +64,8 @@ def verl_sft_command(model: Path, data: Path, out: Path, steps: int, lr: float) 
 
 
 def run_demo(folder: Path, rl_steps: int = 20, questions: int = 128, log=print) -> dict:
+    from benchmarks.long2short.toy import train_long_cot_model
     from reasonrl.greedy_answers import greedy_answers
-    from reasonrl.plugins.long2short.toy import train_long_cot_model
     from reasonrl.smoke.model import TinyModelSpec, warmup_pool
     from reasonrl.smoke.prepare import prepare, split_problems, write_recipe_data
 
@@ -154,3 +156,36 @@ def write_table(table: dict, folder: Path) -> None:
     figure.tight_layout()
     figure.savefig(folder / "comparison.png", dpi=120)
     plt.close(figure)
+
+
+def _configure(parser) -> None:
+    parser.add_argument("--demo", type=Path, required=True, help="folder for the models, logs and the table")
+    parser.add_argument("--rl-steps", type=int, default=20, help="long2short RL steps")
+    parser.add_argument("--questions", type=int, default=128, help="validation questions answered per model")
+
+
+def _run(args) -> int:
+    try:
+        table = run_demo(
+            args.demo,
+            args.rl_steps,
+            args.questions,
+            log=lambda line: print(f"[reasonrl] long2short: {line}", flush=True),
+        )
+    except RuntimeError as error:
+        print(f"reasonrl bench long2short: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"[reasonrl] long2short: interrupted; the same command resumes ({args.demo})", flush=True)
+        return 130
+    print((args.demo / "comparison.md").read_text(), flush=True)
+    print(f"long2short comparison: {json.dumps(table)}", flush=True)
+    return 0
+
+
+BENCHMARK = CliCommand(
+    "long2short",
+    "every long2short method (Kimi §2.4) on the CPU smoke task: mean length and reward (table + plot)",
+    _configure,
+    _run,
+)

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from benchmarks.long2short.compare import write_table
+from benchmarks.long2short.toy import LEVELS, long_cot_answer, reasoning
 from reasonrl.api import math_reward
-from reasonrl.plugins.long2short.compare import write_table
-from reasonrl.plugins.long2short.toy import LEVELS, long_cot_answer, reasoning
 from reasonrl.smoke.arithmetic import Problem
 from reasonrl.smoke.tokenizer import CHARACTERS
 
