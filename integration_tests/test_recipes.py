@@ -65,14 +65,14 @@ def report_values() -> dict[str, list[dict]]:
 
 
 def recipe_files(recipe: str) -> list[Path]:
-    """The recipe file and the option files its defaults list select (``/reasonrl/<group>: <option>``),
+    """The recipe file and the option files its defaults list select (``optional /reasonrl/<group>: <option>``),
     and those of a recipe it extends (a bare name: kimi_k15_long2short extends kimi_k15), that one first."""
     path = CONFIGS / "recipe" / f"{recipe}.yaml"
     files, parents = [path], []
     for entry in yaml.safe_load(path.read_text()).get("defaults", []):
         if isinstance(entry, dict):
             ((group, option),) = entry.items()
-            files.append(CONFIGS / group.strip("/") / f"{option}.yaml")
+            files.append(CONFIGS / group.removeprefix("optional ").strip("/") / f"{option}.yaml")
         elif entry != "_self_":
             parents += recipe_files(entry)
     files += parents
@@ -200,7 +200,8 @@ def test_train_help_lists_recipes_presets_and_the_override_forms():
     # each plugin option group in the `+reasonrl/<group>=<option>` form a user must type, with examples
     assert "+reasonrl/rollout=fp8|partial|repeat_detection|seamless|staleness" in result.stdout
     assert "+reasonrl/sampling=kimi|longcat|mimo|nemotron" in result.stdout
-    assert "Examples:" in result.stdout and "+reasonrl/rollout=staleness" in result.stdout
+    # the option example is the first installed group's first option (the core names none itself)
+    assert "Examples:" in result.stdout and "+reasonrl/length_curriculum=longcat_code trainer" in result.stdout
 
 
 def test_train_help_with_a_recipe_is_hydras_with_reasonrl_header():

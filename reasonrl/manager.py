@@ -51,10 +51,15 @@ class Disabled:
     plugin: str
     variable: str
     value: str
+    #: set when the plugin is off because a plugin it requires is switched off (by this switch)
+    requirement: str = ""
 
     @property
     def reason(self) -> str:
         """E.g. ``REASONRL_DISABLE_PLUGINS=sampling`` or ``REASONRL_PLUGINS=rewards does not name it``."""
+        if self.requirement:
+            switch = Disabled(self.requirement, self.variable, self.value)
+            return f"it requires {self.requirement!r}, which is disabled: {switch.reason}"
         if not self.variable:
             return "blocked by code (pluggy's set_blocked)"
         return f"{self.variable}={self.value}" + (" does not name it" if self.variable == ALLOW_ENV else "")
@@ -62,6 +67,8 @@ class Disabled:
     @property
     def remedy(self) -> str:
         """What turns the plugin back on."""
+        if self.requirement:
+            return Disabled(self.requirement, self.variable, self.value).remedy
         if self.variable == ALLOW_ENV:
             return f"add {self.plugin!r} to {ALLOW_ENV} (or unset it)"
         if self.variable == DENY_ENV:
@@ -182,8 +189,9 @@ def new_plugin_manager(discover: bool = True) -> PluginManager:
 
 def check_requirements(manager: pluggy.PluginManager) -> None:
     """A plugin whose ``PluginInfo.requires`` names a plugin that is not loaded (not installed,
-    failed, switched off, or itself dropped for a missing requirement) is reported and
-    unregistered: it would fail when it calls it. Repeated until nothing more is dropped."""
+    failed, or itself dropped for a missing requirement) is reported and unregistered: it would
+    fail when it calls it. One whose requirements are only switched off is switched off too (a
+    user's choice, not an error), with the switch named. Repeated until nothing more is dropped."""
     dropped = True
     while dropped:
         dropped = False
@@ -197,6 +205,12 @@ def check_requirements(manager: pluggy.PluginManager) -> None:
             missing = [required for required in requires if required not in loaded]
             if missing:
                 switched = disabled_plugins(manager)
+                if all(m in switched and switched[m].variable for m in missing):
+                    off = switched[missing[0]]
+                    manager.unregister(impl.plugin)
+                    manager.disable(Disabled(name, off.variable, off.value, off.requirement or off.plugin))
+                    dropped = True
+                    continue
                 why = "; ".join(
                     f"{m!r} is disabled ({switched[m].reason})" if m in switched else f"{m!r} is not loaded"
                     for m in missing

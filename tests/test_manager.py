@@ -93,6 +93,7 @@ def test_declaration_hooks_list_every_argument_free_hook():
         "reasonrl_check_config",
         "reasonrl_dataset_columns",
         "reasonrl_check_inputs",
+        "reasonrl_prepare_rows",
         "reasonrl_request_transforms",
     }
     assert set(hookspecs.DECLARATION_HOOKS) == every_hook - with_arguments

@@ -64,8 +64,9 @@ _DENIED = """
 import json, sys
 from reasonrl.config import validate_config
 from reasonrl.config import ConfigError
-from reasonrl.manager import call_each, get_plugin_manager, load_errors
+from reasonrl.manager import call_each, disabled_plugins, get_plugin_manager, load_errors
 found = get_plugin_manager()
+off = disabled_plugins(found)
 try:
     validate_config({"reasonrl": {"sampling": {}}})
     refused = ""
@@ -77,6 +78,7 @@ print(json.dumps({
     "answered": [name for name, _ in call_each("reasonrl_plugin_info")],
     "errors": [e.error for e in load_errors()],
     "refused": refused,
+    "off": {name: [switch.reason, switch.remedy] for name, switch in off.items()},
 }))
 """
 
@@ -88,6 +90,11 @@ def test_denied_plugin_is_never_imported_and_its_config_group_is_refused_naming_
     out = json.loads(result.stdout)
     assert out["blocked"] and out["imported"] == [] and not [e for e in out["errors"] if "sampling" in e]
     assert "sampling" not in out["answered"] and "rewards" in out["answered"]
+    # merging requires sampling: switched off with it, by the same switch, not reported as an error
+    assert "merging" not in out["answered"] and out["off"]["merging"] == [
+        "it requires 'sampling', which is disabled: REASONRL_DISABLE_PLUGINS=sampling",
+        "remove 'sampling' from REASONRL_DISABLE_PLUGINS (or unset it)",
+    ]
     assert out["refused"] == (
         "reasonrl.sampling: plugin 'sampling' is disabled (REASONRL_DISABLE_PLUGINS=sampling): "
         "remove 'sampling' from REASONRL_DISABLE_PLUGINS (or unset it) to use this config group"
@@ -119,10 +126,15 @@ def test_reasonrl_plugins_lists_disabled_plugins_with_the_switch(monkeypatch, ca
     report = json.loads(result.stdout)
     assert report["disabled"] == [
         {
+            "plugin": "merging",  # it requires sampling
+            "entry_point": "reasonrl.plugins.merging",
+            "reason": "it requires 'sampling', which is disabled: REASONRL_DISABLE_PLUGINS=sampling",
+        },
+        {
             "plugin": "sampling",
             "entry_point": "reasonrl.plugins.sampling",
             "reason": "REASONRL_DISABLE_PLUGINS=sampling",
-        }
+        },
     ]
     assert "sampling" not in report["plugins"] and "rewards" in report["plugins"]
     assert not [e for e in report["errors"] if e["plugin"] == "sampling" or e["where"] in (ALLOW_ENV, DENY_ENV)]

@@ -195,7 +195,7 @@ def print_report(report: dict[str, Any]) -> None:
             if plugin[key]:
                 print(f"      {label}: {', '.join(plugin[key])}")
     print(
-        f"\nDisabled plugins ({len(report['disabled'])}, REASONRL_PLUGINS / REASONRL_DISABLE_PLUGINS; never imported):"
+        f"\nDisabled plugins ({len(report['disabled'])}: switched off by REASONRL_PLUGINS / REASONRL_DISABLE_PLUGINS, or requiring one that is):"
     )
     for disabled in report["disabled"]:
         print(f"  {disabled['plugin']}  [{disabled['entry_point']}]: {disabled['reason']}")
