@@ -170,13 +170,15 @@ VERDICTS_FIELD = "solution_test_verdicts"
 
 
 def calibrate_rows(rows: list[dict], levels: int = 3) -> None:
-    """Give each code row that carries ``extra_info.solution_test_verdicts`` and no calibration its
-    MiMo §3.3.1 calibration (``difficulty`` in its JSON ground truth, what the code reward reads)."""
+    """Turn each code row's ``extra_info.solution_test_verdicts`` into its MiMo §3.3.1 calibration
+    (``difficulty`` in its JSON ground truth, what the code reward reads); the verdicts are consumed
+    (the written row is the code reward's format). A calibration already there is kept."""
     for row in rows:
-        verdicts = (row.get("extra_info") or {}).get(VERDICTS_FIELD)
+        extra = row.get("extra_info") or {}
         truth = (row.get("reward_model") or {}).get("ground_truth")
-        if verdicts is None or not isinstance(truth, str) or not truth.lstrip().startswith("{"):
+        if extra.get(VERDICTS_FIELD) is None or not isinstance(truth, str) or not truth.lstrip().startswith("{"):
             continue
+        verdicts = extra.pop(VERDICTS_FIELD)
         spec = json.loads(truth)
         if "difficulty" not in spec:
             spec["difficulty"] = calibrate(verdicts, levels=levels).to_json()

@@ -138,4 +138,5 @@ def test_rows_carrying_reference_verdicts_get_their_calibration_and_others_are_l
     calibrate_rows(rows := [code, kept, math])
     assert json.loads(rows[0]["reward_model"]["ground_truth"])["difficulty"] == calibrate(verdicts).to_json()
     assert json.loads(rows[1]["reward_model"]["ground_truth"]) == fixed  # an existing calibration stays
-    assert rows[2]["reward_model"]["ground_truth"] == "4"
+    assert rows[2]["reward_model"]["ground_truth"] == "4"  # not a code row: left alone, verdicts too
+    assert [("solution_test_verdicts" in row["extra_info"]) for row in rows] == [False, False, True]
