@@ -1,7 +1,7 @@
 """Greedy answers of several checkpoints to the questions of verl RL parquets, through vLLM, scored
-by a reward function the caller names (``"module:function"``, called as ``score(answer, ground_truth)``)
-— the before/after tables of model-level techniques (a plugin passes its declared reward plugin's
-function; the core names none).
+by a reward function the caller gives (``score(answer, ground_truth) -> float``, importable by its
+module and name: the answering process imports it) — the before/after tables of model-level
+techniques (a plugin passes its declared reward plugin's function; the core names none).
 
 Every model runs in one fresh process (``python -m reasonrl.greedy_answers``), one vLLM engine
 after the other, on CPU each engine in that process too (``VLLM_ENABLE_V1_MULTIPROCESSING=0``):
@@ -21,11 +21,22 @@ from typing import Callable
 
 
 def _scorer(name: str) -> Callable[[str, str], float]:
-    """The function ``"module:function"`` names."""
+    """The function ``"module:qualname"`` names."""
     module, _, function = name.partition(":")
-    if not module or not function:
-        raise ValueError(f"a scorer is named 'module:function', got {name!r}")
     return getattr(importlib.import_module(module), function)
+
+
+def _importable_name(score: Callable[[str, str], float]) -> str:
+    """``"module:qualname"`` of ``score``, checked to name the same function (the answering process
+    imports it by this name); a lambda or a nested function is refused here, before any engine."""
+    name = f"{score.__module__}:{score.__qualname__}"
+    try:
+        found = _scorer(name)
+    except (ImportError, AttributeError):
+        found = None
+    if found is not score:
+        raise ValueError(f"the scorer must be a module-level function importable by its name, got {name!r}")
+    return name
 
 
 def _answer_one(model: Path, rows: dict[str, list], max_tokens: int, score: Callable[[str, str], float]) -> dict:
@@ -77,13 +88,17 @@ def _answer_all(models: dict[str, str], datasets: dict[str, str], questions: int
 
 
 def greedy_answers(
-    models: dict[str, Path], datasets: dict[str, str], questions: int, max_tokens: int, scorer: str
+    models: dict[str, Path],
+    datasets: dict[str, str],
+    questions: int,
+    max_tokens: int,
+    score: Callable[[str, str], float],
 ) -> dict:
     """``{model: {dataset: {reward, mean_length, questions, answers}}}``: each model's greedy
     answers to the first ``questions`` rows of each dataset (verl RL parquet: ``prompt`` messages,
-    ``reward_model.ground_truth``), at most ``max_tokens`` each, scored by ``scorer``
-    (``"module:function"``, ``score(answer, ground_truth) -> float``); lengths in tokens."""
-    _scorer(scorer)  # a wrong name fails here, before any engine starts
+    ``reward_model.ground_truth``), at most ``max_tokens`` each, scored by ``score(answer,
+    ground_truth) -> float``; lengths in tokens."""
+    scorer = _importable_name(score)
     request = json.dumps({"models": {k: str(v) for k, v in models.items()}, "datasets": datasets,
                           "questions": questions, "max_tokens": max_tokens, "scorer": scorer})  # fmt: skip
     done = subprocess.run([sys.executable, "-m", "reasonrl.greedy_answers", request],

@@ -184,10 +184,9 @@ def refuse_missing_options(overrides: list[str]) -> None:
 
     missing = missing_options(overrides)
     if missing:
-        group, option = sorted(missing.items())[0]
         named = ", ".join(f"+{g}={o}" for g, o in sorted(missing.items()))
         raise ConfigError(
-            group,
+            min(missing),
             f"the recipe uses {named}, which no installed plugin provides: install the plugin that "
             "declares the group (reasonrl plugins lists those installed)",
         )

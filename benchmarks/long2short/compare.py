@@ -65,6 +65,7 @@ def verl_sft_command(model: Path, data: Path, out: Path, steps: int, lr: float) 
 
 def run_demo(folder: Path, rl_steps: int = 20, questions: int = 128, log=print) -> dict:
     from benchmarks.long2short.toy import train_long_cot_model
+    from reasonrl.api import math_reward  # the rewards plugin's (long2short requires it)
     from reasonrl.greedy_answers import greedy_answers
     from reasonrl.smoke.model import TinyModelSpec, warmup_pool
     from reasonrl.smoke.prepare import prepare, split_problems, write_recipe_data
@@ -124,10 +125,7 @@ def run_demo(folder: Path, rl_steps: int = 20, questions: int = 128, log=print) 
         "long2short RL": rl / f"global_step_{rl_step}" / "actor" / "huggingface",
     }
     log(f"answering {questions} validation questions greedily with {len(candidates)} models")
-    answered = greedy_answers(
-        candidates, {"val": str(data / "val.parquet")}, questions, LONG_MAX_TOKENS,
-        "reasonrl.plugins.rewards.math_reward:math_reward",  # long2short requires rewards
-    )  # fmt: skip
+    answered = greedy_answers(candidates, {"val": str(data / "val.parquet")}, questions, LONG_MAX_TOKENS, math_reward)
     table = {label: {k: v for k, v in row["val"].items() if k != "answers"} for label, row in answered.items()}
     write_table(table, folder)
     return table

@@ -10,17 +10,16 @@ from pathlib import Path
 
 from reasonrl.greedy_answers import greedy_answers
 
-#: The rewards plugin's math reward (merging requires rewards): Math-Verify on the text after ``</think>``.
-MATH_REWARD = "reasonrl.plugins.rewards.math_reward:math_reward"
-
 
 def evaluate_models(
     models: dict[str, Path], domains: dict[str, str], questions: int, max_tokens: int, out: Path, log=print
 ) -> dict:
     """``{model: {domain: {reward, mean_length, questions, answers}}}``; also written as
     evaluation.json / .md / .png under ``out``."""
+    from reasonrl.api import math_reward  # the rewards plugin's (merging requires it)
+
     log(f"evaluating {', '.join(models)} on {sorted(domains)} ({questions} questions each, greedy)")
-    table = greedy_answers(models, domains, questions, max_tokens, MATH_REWARD)
+    table = greedy_answers(models, domains, questions, max_tokens, math_reward)
     out.mkdir(parents=True, exist_ok=True)
     (out / "evaluation.json").write_text(json.dumps(table, indent=2))
     names = sorted(domains)

@@ -46,7 +46,7 @@ def code_row(problem: Problem, split: str, index: int) -> dict:
     reference solutions on them (``extra_info.solution_test_verdicts``: solutions × tests)."""
     inputs, outputs = problem.code_tests()
     truth = {"problem_id": f"add{problem.b}_{index}", "inputs": inputs, "outputs": outputs}
-    verdicts = [[bool(v) for v in solution] for solution in problem.code_calibration_verdicts()]
+    verdicts = problem.code_calibration_verdicts()
     return {
         "data_source": CODE_DATA_SOURCE,
         "prompt": [{"role": "user", "content": problem.code_prompt}],
