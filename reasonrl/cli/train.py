@@ -110,6 +110,19 @@ def pin_run_paths(config: Any) -> Path | None:
     return Path(path)
 
 
+def save_launch_config(config: Any) -> Path:
+    """This launch's composed, resolved config in the run folder (``configs/<time>-<pid>.yaml``,
+    as Hydra would keep it in its output folder): what each launch of a resumed run trained with."""
+    from omegaconf import OmegaConf
+
+    path = (
+        Path(config.trainer.default_local_dir) / "configs" / (time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}.yaml")
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(OmegaConf.to_yaml(config))
+    return path
+
+
 def check_run_inputs(config: Any) -> None:
     """The config's checks (also for library callers of :func:`run_training`) and the files the
     run reads (model folder, dataset columns), after the preset has made its assets; raise
@@ -226,6 +239,7 @@ def run_training(config: Any) -> None:
             metrics_path = pin_run_paths(config)
             export_runtime_env(config)
             resolve_in_driver(config)
+            save_launch_config(config)
             check_run_inputs(config)
             check_verl_bridge()
             from reasonrl.compat.verl import run_main_ppo
