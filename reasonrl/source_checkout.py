@@ -58,10 +58,11 @@ def _import_benchmarks(folder: Path) -> None:
 
 
 def checkout_benchmarks(name: str) -> list[CliCommand]:
-    """``[benchmarks.<name>.BENCHMARK]`` from the source checkout; ``[]`` outside one (a built-in
-    plugin's ``reasonrl_benchmarks`` hook returns this with its own name)."""
+    """``benchmarks.<name>.BENCHMARKS`` (or ``[BENCHMARK]``) from the source checkout; ``[]`` outside
+    one (a built-in plugin's ``reasonrl_benchmarks`` hook returns this with its own name)."""
     folder = benchmarks_folder()
     if folder is None or not (folder / name / "__init__.py").is_file():
         return []
     _import_benchmarks(folder)
-    return [importlib.import_module(f"benchmarks.{name}").BENCHMARK]
+    module = importlib.import_module(f"benchmarks.{name}")
+    return list(getattr(module, "BENCHMARKS", None) or [module.BENCHMARK])

@@ -1,5 +1,6 @@
-"""``reasonrl bench cli``: the core's benchmark (``latency_bench.py``)."""
+"""The core's benchmarks: ``reasonrl bench cli`` (``latency_bench.py``), ``reasonrl bench overhead``
+(``overhead.py``)."""
 
-from benchmarks.core.latency_bench import BENCHMARK
+from benchmarks.core import latency_bench, overhead
 
-__all__ = ["BENCHMARK"]
+BENCHMARKS = [latency_bench.BENCHMARK, overhead.BENCHMARK]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from reasonrl.cli.bench_command import BENCHMARKS_ENV, all_benchmarks, benchmarks_folder
 from reasonrl.cli.main import main
 
-BUILT_IN = {"cli", "judge", "merge", "mtp", "objective", "puzzle-search", "rollout", "sampling"}
+BUILT_IN = {"cli", "overhead", "judge", "merge", "mtp", "objective", "puzzle-search", "rollout", "sampling"}
 
 
 def test_the_checkout_lists_every_built_in_benchmark(monkeypatch):

@@ -15,9 +15,18 @@ from reasonrl.hookspecs import hookimpl
 
 
 def _register_model() -> None:
-    from reasonrl.plugins.mtp.hf_model import register_with_transformers
+    # names only: transformers imports the classes when it first looks a config / model up
+    from reasonrl.compat.transformers import register_causal_lm_when_loaded
 
-    register_with_transformers()
+    register_causal_lm_when_loaded(
+        "mtp", "mimo", "reasonrl.plugins.mtp.hf_config:MiMoConfig", "reasonrl.plugins.mtp.hf_model:MiMoForCausalLM"
+    )
+
+
+def _register_config() -> None:
+    from reasonrl.compat.transformers import register_causal_lm_when_loaded
+
+    register_causal_lm_when_loaded("mtp", "mimo", "reasonrl.plugins.mtp.hf_config:MiMoConfig")
 
 
 def _register_engines() -> None:
@@ -75,7 +84,7 @@ def reasonrl_verl_registrations() -> list[Registration]:
 def reasonrl_vllm_registrations() -> list[Registration]:
     return [
         # vLLM has MiMoForCausalLM but reads the config through transformers' AutoConfig
-        Registration("vllm", "transformers_config", "mimo", _register_model, "AutoConfig['mimo'] = MiMoConfig"),
+        Registration("vllm", "transformers_config", "mimo", _register_config, "AutoConfig['mimo'] = MiMoConfig"),
         # vLLM's MiMoMTP drafts with layer 0 only (asserts spec_step_idx == 0)
         # only where reasonrl's MTP drafting is on (+reasonrl/mtp=mimo sets REASONRL_MTP_DRAFTER for
         # the run's workers): other vLLM processes of the environment keep vLLM's own class

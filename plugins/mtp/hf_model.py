@@ -17,22 +17,12 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers import Qwen2Config, Qwen2ForCausalLM
+from transformers import Qwen2ForCausalLM
 from transformers.masking_utils import create_causal_mask
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from reasonrl.plugins.mtp.core import MTPLayer, MTPOutput, MTPTokenLosses, mtp_token_losses
-
-MODEL_TYPE = "mimo"
-ARCHITECTURE = "MiMoForCausalLM"
-
-
-class MiMoConfig(Qwen2Config):
-    model_type = MODEL_TYPE
-
-    def __init__(self, num_nextn_predict_layers: int = 1, **kwargs):
-        self.num_nextn_predict_layers = num_nextn_predict_layers
-        super().__init__(**kwargs)
+from reasonrl.plugins.mtp.hf_config import ARCHITECTURE, MODEL_TYPE, MiMoConfig
 
 
 def new_mtp_layer(model: nn.Module) -> MTPLayer:

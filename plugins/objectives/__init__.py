@@ -29,9 +29,10 @@ LONGCAT_MAPPING = {
 
 
 def _register_losses() -> None:
-    from reasonrl.plugins.objectives.verl_losses import register
+    # when verl's loss registry is imported (the actor workers), not in every process importing verl
+    from reasonrl.bridges.import_hooks import register_adapter_when_loaded
 
-    register()
+    register_adapter_when_loaded("verl.trainer.ppo.core_algos", "reasonrl.plugins.objectives.verl_losses")
 
 
 def _build_schedule_callback(config):

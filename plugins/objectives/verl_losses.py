@@ -139,3 +139,6 @@ def register() -> None:
     for name, function in LOSSES.items():
         if POLICY_LOSS_REGISTRY.get(name) is not function:
             register_policy_loss(name)(function)
+
+
+register()  # see reasonrl.bridges.import_hooks.register_adapter_when_loaded

@@ -15,9 +15,21 @@ from reasonrl.hookspecs import hookimpl
 
 
 def _register_model() -> None:
-    from reasonrl.plugins.puzzle.model import register_with_transformers
+    # names only: transformers imports the classes when it first looks a config / model up
+    from reasonrl.compat.transformers import register_causal_lm_when_loaded
 
-    register_with_transformers()
+    register_causal_lm_when_loaded(
+        "puzzle",
+        "nemotron-nas",
+        "reasonrl.plugins.puzzle.hf_config:NemotronNasConfig",
+        "reasonrl.plugins.puzzle.model:DeciLMForCausalLM",
+    )
+
+
+def _register_config() -> None:
+    from reasonrl.compat.transformers import register_causal_lm_when_loaded
+
+    register_causal_lm_when_loaded("puzzle", "nemotron-nas", "reasonrl.plugins.puzzle.hf_config:NemotronNasConfig")
 
 
 @hookimpl
@@ -51,7 +63,7 @@ def reasonrl_vllm_registrations() -> list[Registration]:
             "vllm",
             "transformers_config",
             "nemotron-nas",
-            _register_model,
+            _register_config,
             "AutoConfig['nemotron-nas'] = NemotronNasConfig",
         )
     ]

@@ -16,8 +16,9 @@ from transformers.masking_utils import create_causal_mask
 
 from reasonrl.plugins.puzzle.block_config import AttentionConfig, BlockConfig, FFNConfig
 from reasonrl.plugins.puzzle.compat import attention_implementation, set_attention_implementation
+from reasonrl.plugins.puzzle.hf_config import NemotronNasConfig
 from reasonrl.plugins.puzzle.library import AttentionVariant, FfnVariant, block_config
-from reasonrl.plugins.puzzle.model import DeciLMForCausalLM, NasDecoderLayer, NemotronNasConfig
+from reasonrl.plugins.puzzle.model import DeciLMForCausalLM, NasDecoderLayer
 
 NO_ATTENTION = AttentionConfig(no_op=True)
 NO_FFN = FFNConfig(no_op=True)

@@ -32,6 +32,13 @@ def _register_reward_manager() -> None:
 
 
 def _register_estimator() -> None:
+    from reasonrl.bridges.import_hooks import run_after_import
+
+    # when verl's estimator registry is imported (the trainer), not in every process importing verl
+    run_after_import("verl.trainer.ppo.core_algos", _register_estimator_now)
+
+
+def _register_estimator_now() -> None:
     from reasonrl.plugins.rewards.verl_group import register_estimator
 
     register_estimator()

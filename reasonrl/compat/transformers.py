@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
+import traceback
+from importlib import import_module
+
 from reasonrl.compat import Reach, declare
 
 TRANSFORMERS_5 = ">=5.9.0,<5.20"
@@ -27,3 +32,103 @@ def register_causal_lm(model_type: str, config_class: type, model_class: type) -
     if model_type not in CONFIG_MAPPING:
         AutoConfig.register(model_type, config_class)
         AutoModelForCausalLM.register(config_class, model_class)
+
+
+#: transformers' Auto registries: ``AutoConfig``'s, then ``AutoModelForCausalLM``'s (which imports it)
+CONFIG_AUTO_MODULE = "transformers.models.auto.configuration_auto"
+MODEL_AUTO_MODULE = "transformers.models.auto.modeling_auto"
+
+
+def register_causal_lm_when_loaded(
+    plugin: str, model_type: str, config_class: str, model_class: str | None = None
+) -> None:
+    """``AutoConfig`` learns ``model_type`` once transformers' config registry is imported and
+    ``AutoModelForCausalLM`` its model once the model registry is: a process that never asks
+    transformers for a config or a model imports neither class (``"module:Class"`` each; keep the
+    config class in a module without model code, ending with :func:`finish_registrations`; no
+    ``model_class``: the config only, as vLLM needs). Failures are reported for ``plugin`` and
+    leave transformers' import intact."""
+    from reasonrl.bridges.import_hooks import run_after_import
+
+    AUTO_REGISTRY.require()  # the version guard now, before any transformers import
+    lazy = _LAZY.setdefault((plugin, model_type), _LazyCausalLM(plugin, model_type, config_class))
+    lazy.model_class = model_class or lazy.model_class
+    run_after_import(CONFIG_AUTO_MODULE, lazy.on_config_registry)
+    run_after_import(MODEL_AUTO_MODULE, lazy.on_model_registry)
+
+
+class _LazyCausalLM:
+    """One model type's deferred registrations (one object per type: a second bridge run adds no
+    callback). transformers' auto modules import each other, and its config classes import the
+    model registry (their docstrings name model classes): a registration that fires while
+    either the model registry or the plugin's config module is still being imported waits for
+    the end of that import (the model registry's callback, the config module's last line)."""
+
+    def __init__(self, plugin: str, model_type: str, config_class: str) -> None:
+        self.plugin, self.model_type, self.config_class = plugin, model_type, config_class
+        self.config_module = config_class.partition(":")[0]
+        self.model_class: str | None = None
+        self.waiting: set[str] = set()
+        self.done: set[str] = set()
+
+    def on_config_registry(self) -> None:
+        self.waiting.add("config")
+        if not (_initializing(MODEL_AUTO_MODULE) or _initializing(self.config_module)):
+            self.finish()
+
+    def on_model_registry(self) -> None:
+        self.waiting.add("config")  # the model registry imports the config registry first
+        if self.model_class is not None:
+            self.waiting.add("model")
+        if not _initializing(self.config_module):
+            self.finish()
+
+    def finish(self) -> None:
+        """Register what waits (the config module's classes are defined by now)."""
+        waiting, self.waiting = self.waiting - self.done, set()
+        if "config" in waiting:
+            with self._reported("AutoConfig"):
+                from transformers.models.auto.configuration_auto import CONFIG_MAPPING, AutoConfig
+
+                config_class = _load(self.config_class)
+                if self.model_type not in CONFIG_MAPPING:
+                    AutoConfig.register(self.model_type, config_class)
+                self.done.add("config")
+        if "model" in waiting:
+            with self._reported("AutoModelForCausalLM"):
+                from transformers.models.auto.modeling_auto import AutoModelForCausalLM
+
+                AutoModelForCausalLM.register(_load(self.config_class), _load(self.model_class), exist_ok=True)
+                self.done.add("model")
+
+    @contextlib.contextmanager
+    def _reported(self, registry: str):
+        """A failure is printed and recorded for the plugin; transformers' import goes on (a broken
+        plugin must not break transformers for every other model)."""
+        from reasonrl.manager import LoadError, report
+
+        try:
+            yield
+        except Exception as exc:
+            where = f"transformers {registry}[{self.model_type!r}]"
+            report(LoadError(self.plugin, where, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+
+
+def finish_registrations(config_module: str) -> None:
+    """The last line of a config module registered lazily: completes what waited for it."""
+    for lazy in _LAZY.values():
+        if lazy.config_module == config_module and lazy.waiting:
+            lazy.finish()
+
+
+_LAZY: dict[tuple[str, str], _LazyCausalLM] = {}
+
+
+def _initializing(module: str) -> bool:
+    loading = sys.modules.get(module)
+    return loading is not None and getattr(getattr(loading, "__spec__", None), "_initializing", False)
+
+
+def _load(target: str) -> type:
+    module, _, name = target.partition(":")
+    return getattr(import_module(module), name)

@@ -206,6 +206,7 @@ def check_registrations_idempotent(plugin: object, name: str, upstream: str = "v
     import importlib
 
     from reasonrl.bridges.import_hooks import pending_imports
+    from reasonrl.manager import load_errors
 
     results, problems = _hook_results(plugin, name)
     for registration in results.get(f"reasonrl_{upstream}_registrations") or []:
@@ -220,6 +221,7 @@ def check_registrations_idempotent(plugin: object, name: str, upstream: str = "v
         deferred = [module for module in pending_imports() if module not in waiting]
         if not deferred:
             continue
+        reported = len(load_errors())  # a deferred registration reports its failure (the import goes on)
         try:
             for module in deferred:
                 importlib.import_module(module)  # runs the deferred registration
@@ -234,6 +236,7 @@ def check_registrations_idempotent(plugin: object, name: str, upstream: str = "v
             for module in deferred
             if module in pending_imports()
         ]
+        problems += [f"{label}: {error.where}: {error.error}" for error in load_errors()[reported:]]
     return problems
 
 

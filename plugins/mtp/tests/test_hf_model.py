@@ -92,3 +92,20 @@ def test_attach_to_a_llama():
     assert len(out.mtp.losses) == 2 and all(torch.isfinite(loss) for loss in out.mtp.losses)
     sum(out.mtp.losses).backward()
     assert model.model.mtp_layers[1].input_proj.weight.grad is not None
+
+
+def test_verls_bridge_registers_mimo_by_name_and_transformers_finds_it_on_lookup(tmp_path):
+    """``import verl`` registers MiMo with transformers without importing it (issue 48); the first
+    lookup imports the classes, whichever of transformers or MiMo's config module comes first."""
+    from reasonrl.testing.fresh_process import python_fresh
+
+    MiMoForCausalLM(MiMoConfig(num_nextn_predict_layers=1, **SMALL)).save_pretrained(tmp_path)
+    load = (
+        f"from transformers import AutoModelForCausalLM\nm = AutoModelForCausalLM.from_pretrained({str(tmp_path)!r})\n"
+        "from reasonrl.manager import load_errors\nprint(type(m).__name__, sys.modules['reasonrl.plugins.mtp.hf_model'] is not None, load_errors())\n"
+    )
+    for first in ("", "import reasonrl.plugins.mtp.hf_config\n"):
+        code = f"import sys, verl\nprint('reasonrl.plugins.mtp.hf_model' in sys.modules)\n{first}{load}"
+        result = python_fresh(code)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.stdout.splitlines()[-2:] == ["False", "MiMoForCausalLM True []"], (first, result.stdout[-500:])

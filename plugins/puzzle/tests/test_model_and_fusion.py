@@ -128,3 +128,20 @@ def test_ffn_fusion_equals_the_parallel_run_exactly():
         sequential = child.model.layers[3](child.model.layers[2](child.model.layers[1](hidden)))
     assert (got - expected).abs().max() < 1e-5
     assert (sequential - expected).abs().max() > 1e-3, "parallel execution is an approximation of the sequential run"
+
+
+def test_verls_bridge_registers_nemotron_nas_by_name_and_transformers_finds_it_on_lookup(tmp_path):
+    """``import verl`` registers DeciLM with transformers without importing it (issue 48); the
+    first config lookup imports the config class, the first model lookup the model."""
+    from reasonrl.testing.fresh_process import python_fresh
+
+    DeciLMForCausalLM(nas_config(llama().config, blocks(*[PARENT] * 4))).save_pretrained(tmp_path)
+    code = (
+        "import sys, verl\nprint('reasonrl.plugins.puzzle.model' in sys.modules)\n"
+        f"from transformers import AutoConfig, AutoModelForCausalLM\nc = AutoConfig.from_pretrained({str(tmp_path)!r})\n"
+        "m = AutoModelForCausalLM.from_config(c)\nfrom reasonrl.manager import load_errors\n"
+        "print(type(c).__name__, type(m).__name__, load_errors())\n"
+    )
+    result = python_fresh(code)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines()[-2:] == ["False", "NemotronNasConfig DeciLMForCausalLM []"], result.stdout[-500:]
