@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from transformers.models.qwen2.configuration_qwen2 import Qwen2Config
 
-from reasonrl.compat.transformers import finish_registrations
+from reasonrl.compat.transformers import finish_registrations, model_class_needed
 
 MODEL_TYPE = "mimo"
 ARCHITECTURE = "MiMoForCausalLM"
@@ -18,6 +18,11 @@ class MiMoConfig(Qwen2Config):
     def __init__(self, num_nextn_predict_layers: int = 1, **kwargs):
         self.num_nextn_predict_layers = num_nextn_predict_layers
         super().__init__(**kwargs)
+        model_class_needed(MODEL_TYPE)  # the bridge registers MiMo's model class by name (compat.transformers)
+
+    def __setstate__(self, state: dict) -> None:  # unpickled (a Ray worker's copy): as built
+        self.__dict__.update(state)
+        model_class_needed(MODEL_TYPE)
 
 
 # a lazy registration (reasonrl.compat.transformers) that fired while this module was importing

@@ -8,7 +8,7 @@ import copy
 
 from transformers.models.llama.configuration_llama import LlamaConfig
 
-from reasonrl.compat.transformers import finish_registrations
+from reasonrl.compat.transformers import finish_registrations, model_class_needed
 from reasonrl.plugins.puzzle.block_config import BlockConfig, intermediate_size, parse_block_configs
 
 MODEL_TYPE = "nemotron-nas"
@@ -30,6 +30,11 @@ class NemotronNasConfig(LlamaConfig):
             raise ValueError(
                 f"block_configs has {len(self.block_configs)} entries for num_hidden_layers = {self.num_hidden_layers}"
             )
+        model_class_needed(MODEL_TYPE)  # the bridge registers DeciLM's model class by name (compat.transformers)
+
+    def __setstate__(self, state: dict) -> None:  # unpickled (a Ray worker's copy): as built
+        self.__dict__.update(state)
+        model_class_needed(MODEL_TYPE)
 
     def to_dict(self):
         out = super().to_dict()

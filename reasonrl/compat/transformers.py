@@ -42,11 +42,13 @@ MODEL_AUTO_MODULE = "transformers.models.auto.modeling_auto"
 def register_causal_lm_when_loaded(
     plugin: str, model_type: str, config_class: str, model_class: str | None = None
 ) -> None:
-    """``AutoConfig`` learns ``model_type`` once transformers' config registry is imported and
-    ``AutoModelForCausalLM`` its model once the model registry is: a process that never asks
-    transformers for a config or a model imports neither class (``"module:Class"`` each; keep the
-    config class in a module without model code, ending with :func:`finish_registrations`; no
-    ``model_class``: the config only, as vLLM needs). Failures are reported for ``plugin`` and
+    """``AutoConfig`` learns ``model_type`` once transformers' config registry is imported, and
+    ``AutoModelForCausalLM`` its model class once a config of that type exists in the process
+    (transformers looks a model class up by the type of a config instance): a process that never
+    asks transformers for such a config or model imports neither class. ``"module:Class"`` each;
+    the config class lives in a module without model code, calls :func:`model_class_needed` when
+    an instance is built or unpickled, and its module ends with :func:`finish_registrations`. No
+    ``model_class``: the config only, as vLLM needs. Failures are reported for ``plugin`` and
     leave transformers' import intact."""
     from reasonrl.bridges.import_hooks import run_after_import
 
@@ -60,46 +62,44 @@ def register_causal_lm_when_loaded(
 class _LazyCausalLM:
     """One model type's deferred registrations (one object per type: a second bridge run adds no
     callback). transformers' auto modules import each other, and its config classes import the
-    model registry (their docstrings name model classes): a registration that fires while
-    either the model registry or the plugin's config module is still being imported waits for
+    model registry (their docstrings name model classes): the config's registration, if it fires
+    while the model registry or the plugin's config module is still being imported, waits for
     the end of that import (the model registry's callback, the config module's last line)."""
 
     def __init__(self, plugin: str, model_type: str, config_class: str) -> None:
         self.plugin, self.model_type, self.config_class = plugin, model_type, config_class
         self.config_module = config_class.partition(":")[0]
         self.model_class: str | None = None
-        self.waiting: set[str] = set()
-        self.done: set[str] = set()
+        self.config_waits = False
+        self.model_registered = False
 
     def on_config_registry(self) -> None:
-        self.waiting.add("config")
+        self.config_waits = True
         if not (_initializing(MODEL_AUTO_MODULE) or _initializing(self.config_module)):
-            self.finish()
+            self.register_config()
 
     def on_model_registry(self) -> None:
-        self.waiting.add("config")  # the model registry imports the config registry first
-        if self.model_class is not None:
-            self.waiting.add("model")
-        if not _initializing(self.config_module):
-            self.finish()
+        if self.config_waits and not _initializing(self.config_module):
+            self.register_config()
 
-    def finish(self) -> None:
-        """Register what waits (the config module's classes are defined by now)."""
-        waiting, self.waiting = self.waiting - self.done, set()
-        if "config" in waiting:
-            with self._reported("AutoConfig"):
-                from transformers.models.auto.configuration_auto import CONFIG_MAPPING, AutoConfig
+    def register_config(self) -> None:
+        """(The config module's classes are defined by now, even from its last line.)"""
+        self.config_waits = False
+        with self._reported("AutoConfig"):
+            from transformers.models.auto.configuration_auto import CONFIG_MAPPING, AutoConfig
 
-                config_class = _load(self.config_class)
-                if self.model_type not in CONFIG_MAPPING:
-                    AutoConfig.register(self.model_type, config_class)
-                self.done.add("config")
-        if "model" in waiting:
-            with self._reported("AutoModelForCausalLM"):
-                from transformers.models.auto.modeling_auto import AutoModelForCausalLM
+            config_class = _load(self.config_class)
+            if self.model_type not in CONFIG_MAPPING:
+                AutoConfig.register(self.model_type, config_class)
 
-                AutoModelForCausalLM.register(_load(self.config_class), _load(self.model_class), exist_ok=True)
-                self.done.add("model")
+    def register_model(self) -> None:
+        if self.model_class is None or self.model_registered:
+            return
+        self.model_registered = True
+        with self._reported("AutoModelForCausalLM"):
+            from transformers.models.auto.modeling_auto import AutoModelForCausalLM
+
+            AutoModelForCausalLM.register(_load(self.config_class), _load(self.model_class), exist_ok=True)
 
     @contextlib.contextmanager
     def _reported(self, registry: str):
@@ -117,8 +117,16 @@ class _LazyCausalLM:
 def finish_registrations(config_module: str) -> None:
     """The last line of a config module registered lazily: completes what waited for it."""
     for lazy in _LAZY.values():
-        if lazy.config_module == config_module and lazy.waiting:
-            lazy.finish()
+        if lazy.config_module == config_module and lazy.config_waits:
+            lazy.register_config()
+
+
+def model_class_needed(model_type: str) -> None:
+    """A config of ``model_type`` now exists (built or unpickled): transformers may look its model
+    class up, so a lazily registered one is registered now (once)."""
+    for lazy in _LAZY.values():
+        if lazy.model_type == model_type and not lazy.model_registered:
+            lazy.register_model()
 
 
 _LAZY: dict[tuple[str, str], _LazyCausalLM] = {}

@@ -95,17 +95,26 @@ def test_attach_to_a_llama():
 
 
 def test_verls_bridge_registers_mimo_by_name_and_transformers_finds_it_on_lookup(tmp_path):
-    """``import verl`` registers MiMo with transformers without importing it (issue 48); the first
-    lookup imports the classes, whichever of transformers or MiMo's config module comes first."""
+    """``import verl`` registers MiMo with transformers without importing it (issue 48); a lookup
+    finds it whichever comes first — transformers' registries or MiMo's config module — and from a
+    config unpickled in the process (as a Ray worker receives it) too."""
+    import pickle
+
     from reasonrl.testing.fresh_process import python_fresh
 
     MiMoForCausalLM(MiMoConfig(num_nextn_predict_layers=1, **SMALL)).save_pretrained(tmp_path)
-    load = (
-        f"from transformers import AutoModelForCausalLM\nm = AutoModelForCausalLM.from_pretrained({str(tmp_path)!r})\n"
-        "from reasonrl.manager import load_errors\nprint(type(m).__name__, sys.modules['reasonrl.plugins.mtp.hf_model'] is not None, load_errors())\n"
-    )
-    for first in ("", "import reasonrl.plugins.mtp.hf_config\n"):
-        code = f"import sys, verl\nprint('reasonrl.plugins.mtp.hf_model' in sys.modules)\n{first}{load}"
+    (tmp_path / "config.pkl").write_bytes(pickle.dumps(MiMoConfig(num_nextn_predict_layers=1, **SMALL)))
+    lookups = {
+        "loaded": f"m = AutoModelForCausalLM.from_pretrained({str(tmp_path)!r})",
+        "config module first": f"import reasonrl.plugins.mtp.hf_config\nm = AutoModelForCausalLM.from_pretrained({str(tmp_path)!r})",
+        "unpickled config": f"import pickle\nm = AutoModelForCausalLM.from_config(pickle.loads(open({str(tmp_path / 'config.pkl')!r}, 'rb').read()))",
+    }
+    for name, lookup in lookups.items():
+        code = (
+            "import sys, verl\nprint('reasonrl.plugins.mtp.hf_model' in sys.modules)\n"
+            f"from transformers import AutoModelForCausalLM\n{lookup}\n"
+            "from reasonrl.manager import load_errors\nprint(type(m).__name__, load_errors())\n"
+        )
         result = python_fresh(code)
-        assert result.returncode == 0, result.stderr[-2000:]
-        assert result.stdout.splitlines()[-2:] == ["False", "MiMoForCausalLM True []"], (first, result.stdout[-500:])
+        assert result.returncode == 0, (name, result.stderr[-2000:])
+        assert result.stdout.splitlines()[-2:] == ["False", "MiMoForCausalLM []"], (name, result.stdout[-500:])
