@@ -6,8 +6,8 @@ each (interleaved, so that the machine's load falls on both alike), and the modu
 adds. verl imports the bridge in every process that imports verl (driver, TaskRunner, every
 worker and actor); target: medians within 0.2 s.
 
-Table (b) (``--steps N``, N >= 1): the kimi_k15 recipe on the CPU preset with every reasonrl
-option off (its objective, rewards and sampling options removed; a plain exact-answer reward,
+Table (b) (``--steps N``, N >= 1): the nemotron recipe on the CPU preset with every reasonrl
+option off (its rewards and sampling options removed; a plain exact-answer reward,
 :func:`exact_answer_score`, as verl's custom reward function), trained N + 1 steps under verl's
 trainer mode ``sync`` and under ``reasonrl_sync``; the median of verl's ``timing_s/step`` over
 steps 2..N+1 (step 1 warms up). Target: ``reasonrl_sync`` within 3 % of ``sync``.
@@ -51,7 +51,7 @@ def modules_added() -> list[str]:
 
 
 STEP_TARGET = 0.03
-OPTIONS_OFF = ("~reasonrl/objective", "~reasonrl/rewards", "~reasonrl/sampling")
+OPTIONS_OFF = ("~reasonrl/rewards", "~reasonrl/sampling")  # the nemotron recipe's options
 
 
 def exact_answer_score(data_source, solution_str, ground_truth, extra_info=None, **_unused) -> float:
@@ -64,7 +64,7 @@ def step_times(trainer_mode: str, steps: int, folder: Path) -> list[float]:
     """verl's ``timing_s/step`` of steps 2..steps+1 of one ``reasonrl train`` launch."""
     run_dir = folder / trainer_mode
     command = [
-        *(sys.executable, "-m", "reasonrl.cli.main", "train", "recipe=kimi_k15", "+preset=cpu_tiny"),
+        *(sys.executable, "-m", "reasonrl.cli.main", "train", "recipe=nemotron", "+preset=cpu_tiny"),
         *OPTIONS_OFF,
         f"trainer.v1.trainer_mode={trainer_mode}",
         f"reward.custom_reward_function.path={Path(__file__).resolve()}",
@@ -85,7 +85,7 @@ def step_times(trainer_mode: str, steps: int, folder: Path) -> list[float]:
 
 def step_table(steps: int) -> None:
     folder = Path(tempfile.mkdtemp(prefix="reasonrl-overhead-"))
-    print(f"\n(b) one training step, kimi_k15 on the CPU preset, every reasonrl option off ({steps} steps each)")
+    print(f"\n(b) one training step, nemotron on the CPU preset, every reasonrl option off ({steps} steps each)")
     print(f"{'trainer mode':<52} {'min':>6} {'median':>7} {'max':>6}  (s per step)")
     medians = {}
     for mode in ("sync", "reasonrl_sync"):
