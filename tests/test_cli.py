@@ -63,4 +63,4 @@ def test_plugin_benchmark_runs_under_bench(isolated_plugins, capsys):
 
 def test_bench_without_plugin_benchmarks_lists_the_core_one(isolated_plugins, capsys):
     assert main(["bench"]) == 0
-    assert capsys.readouterr().out.strip() == "reasonrl bench <benchmark>: one of cli"
+    assert capsys.readouterr().out.strip() == "reasonrl bench <benchmark>: one of cli, overhead"
