@@ -13,20 +13,21 @@ from __future__ import annotations
 from reasonrl.contracts import PluginInfo, Registration, TrainerCallback
 from reasonrl.hookspecs import hookimpl
 
+#: transformers' classes by name: imported when transformers first looks a config / model up
+CONFIG_CLASS = "reasonrl.plugins.mtp.hf_config:MiMoConfig"
+MODEL_CLASS = "reasonrl.plugins.mtp.hf_model:MiMoForCausalLM"
+
 
 def _register_model() -> None:
-    # names only: transformers imports the classes when it first looks a config / model up
     from reasonrl.compat.transformers import register_causal_lm_when_loaded
 
-    register_causal_lm_when_loaded(
-        "mtp", "mimo", "reasonrl.plugins.mtp.hf_config:MiMoConfig", "reasonrl.plugins.mtp.hf_model:MiMoForCausalLM"
-    )
+    register_causal_lm_when_loaded("mtp", "mimo", CONFIG_CLASS, MODEL_CLASS)
 
 
 def _register_config() -> None:
     from reasonrl.compat.transformers import register_causal_lm_when_loaded
 
-    register_causal_lm_when_loaded("mtp", "mimo", "reasonrl.plugins.mtp.hf_config:MiMoConfig")
+    register_causal_lm_when_loaded("mtp", "mimo", CONFIG_CLASS)
 
 
 def _register_engines() -> None:

@@ -13,23 +13,21 @@ from __future__ import annotations
 from reasonrl.contracts import CliCommand, PluginInfo, Registration
 from reasonrl.hookspecs import hookimpl
 
+#: transformers' classes by name: imported when transformers first looks a config / model up
+CONFIG_CLASS = "reasonrl.plugins.puzzle.hf_config:NemotronNasConfig"
+MODEL_CLASS = "reasonrl.plugins.puzzle.model:DeciLMForCausalLM"
+
 
 def _register_model() -> None:
-    # names only: transformers imports the classes when it first looks a config / model up
     from reasonrl.compat.transformers import register_causal_lm_when_loaded
 
-    register_causal_lm_when_loaded(
-        "puzzle",
-        "nemotron-nas",
-        "reasonrl.plugins.puzzle.hf_config:NemotronNasConfig",
-        "reasonrl.plugins.puzzle.model:DeciLMForCausalLM",
-    )
+    register_causal_lm_when_loaded("puzzle", "nemotron-nas", CONFIG_CLASS, MODEL_CLASS)
 
 
 def _register_config() -> None:
     from reasonrl.compat.transformers import register_causal_lm_when_loaded
 
-    register_causal_lm_when_loaded("puzzle", "nemotron-nas", "reasonrl.plugins.puzzle.hf_config:NemotronNasConfig")
+    register_causal_lm_when_loaded("puzzle", "nemotron-nas", CONFIG_CLASS)
 
 
 @hookimpl
