@@ -11,19 +11,18 @@ vLLM and its imports load once (measured on 2 CPU cores, three smoke models: 20 
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from pkgutil import resolve_name
 from typing import Callable
 
 
 def _scorer(name: str) -> Callable[[str, str], float]:
     """The function ``"module:qualname"`` names."""
-    module, _, function = name.partition(":")
-    return getattr(importlib.import_module(module), function)
+    return resolve_name(name)
 
 
 def _importable_name(score: Callable[[str, str], float]) -> str:
@@ -32,7 +31,7 @@ def _importable_name(score: Callable[[str, str], float]) -> str:
     name = f"{score.__module__}:{score.__qualname__}"
     try:
         found = _scorer(name)
-    except (ImportError, AttributeError):
+    except (ImportError, AttributeError, ValueError):  # ValueError: no valid name (a lambda's <locals>)
         found = None
     if found is not score:
         raise ValueError(f"the scorer must be a module-level function importable by its name, got {name!r}")

@@ -52,6 +52,13 @@ def run_after_import(name: str, callback: Callable[[], None]) -> None:
         sys.meta_path.insert(0, _AfterImport(name, callback))
 
 
+def still_importing(name: str) -> bool:
+    """Whether module ``name`` is being imported right now (in ``sys.modules``, not yet executed):
+    a callback fired from inside its own import must not use it yet."""
+    loading = sys.modules.get(name)
+    return loading is not None and getattr(getattr(loading, "__spec__", None), "_initializing", False)
+
+
 def pending_imports() -> list[str]:
     """Modules whose import a callback still waits for (in this process)."""
     return [finder.name for finder in sys.meta_path if isinstance(finder, _AfterImport)]
@@ -81,8 +88,7 @@ def register_adapter_when_loaded(package: str, adapter_module: str, function: st
     def register() -> None:
         from reasonrl.patching import UnsupportedUpstreamVersion
 
-        loading = sys.modules.get(adapter_module)
-        if loading is not None and getattr(getattr(loading, "__spec__", None), "_initializing", False):
+        if still_importing(adapter_module):
             return
         try:
             module = importlib.import_module(adapter_module)

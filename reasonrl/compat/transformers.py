@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 import traceback
-from importlib import import_module
+from pkgutil import resolve_name
 
+from reasonrl.bridges.import_hooks import still_importing
 from reasonrl.compat import Reach, declare
 
 TRANSFORMERS_5 = ">=5.9.0,<5.20"
@@ -24,14 +24,24 @@ AUTO_REGISTRY = declare(
 
 
 def register_causal_lm(model_type: str, config_class: type, model_class: type) -> None:
-    """``AutoConfig`` / ``AutoModelForCausalLM`` learn ``model_type`` (idempotent)."""
+    """``AutoConfig`` / ``AutoModelForCausalLM`` learn ``model_type`` (idempotent; also where a
+    bridge has registered the config alone, as vLLM's does)."""
     AUTO_REGISTRY.require()
-    from transformers import AutoConfig, AutoModelForCausalLM
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    _register_config(model_type, config_class)
+    _register_model(config_class, model_class)
+
+
+def _register_config(model_type: str, config_class: type) -> None:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING, AutoConfig
 
     if model_type not in CONFIG_MAPPING:
         AutoConfig.register(model_type, config_class)
-        AutoModelForCausalLM.register(config_class, model_class)
+
+
+def _register_model(config_class: type, model_class: type) -> None:
+    from transformers.models.auto.modeling_auto import AutoModelForCausalLM
+
+    AutoModelForCausalLM.register(config_class, model_class, exist_ok=True)
 
 
 #: transformers' Auto registries: ``AutoConfig``'s, then ``AutoModelForCausalLM``'s (which imports it)
@@ -75,31 +85,25 @@ class _LazyCausalLM:
 
     def on_config_registry(self) -> None:
         self.config_waits = True
-        if not (_initializing(MODEL_AUTO_MODULE) or _initializing(self.config_module)):
+        if not (still_importing(MODEL_AUTO_MODULE) or still_importing(self.config_module)):
             self.register_config()
 
     def on_model_registry(self) -> None:
-        if self.config_waits and not _initializing(self.config_module):
+        if self.config_waits and not still_importing(self.config_module):
             self.register_config()
 
     def register_config(self) -> None:
         """(The config module's classes are defined by now, even from its last line.)"""
         self.config_waits = False
         with self._reported("AutoConfig"):
-            from transformers.models.auto.configuration_auto import CONFIG_MAPPING, AutoConfig
-
-            config_class = _load(self.config_class)
-            if self.model_type not in CONFIG_MAPPING:
-                AutoConfig.register(self.model_type, config_class)
+            _register_config(self.model_type, resolve_name(self.config_class))
 
     def register_model(self) -> None:
         if self.model_class is None or self.model_registered:
             return
         self.model_registered = True
         with self._reported("AutoModelForCausalLM"):
-            from transformers.models.auto.modeling_auto import AutoModelForCausalLM
-
-            AutoModelForCausalLM.register(_load(self.config_class), _load(self.model_class), exist_ok=True)
+            _register_model(resolve_name(self.config_class), resolve_name(self.model_class))
 
     @contextlib.contextmanager
     def _reported(self, registry: str):
@@ -130,13 +134,3 @@ def model_class_needed(model_type: str) -> None:
 
 
 _LAZY: dict[tuple[str, str], _LazyCausalLM] = {}
-
-
-def _initializing(module: str) -> bool:
-    loading = sys.modules.get(module)
-    return loading is not None and getattr(getattr(loading, "__spec__", None), "_initializing", False)
-
-
-def _load(target: str) -> type:
-    module, _, name = target.partition(":")
-    return getattr(import_module(module), name)
