@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from reasonrl.callbacks import CALLBACK_TIMING
 from reasonrl.smoke.prepare import prepare
+from reasonrl.startup_clock import read_parts, until_first_step
 from reasonrl.state_io import load_state
 from reasonrl.testing.cpu_runs import (
     assert_no_process_left,
@@ -251,6 +253,47 @@ def test_ctrl_c_leaves_no_process_and_the_next_launch_resumes(tmp_path, run_tag)
     assert_length_curriculum(both, resume_log)
     assert_seamless_rollout(first_launch, resumed, run_dir, saved, resume_log)
     assert_mimo_rewards_progress_and_plot(first_launch, resumed, run_dir, resume_log, run_tag)
+    assert_costs_and_startup_recorded(resumed, run_dir, resume_log)
+
+
+#: the parts of a launch's start-up in the order they end (reasonrl.startup_clock's record)
+STARTUP_PARTS = [
+    "Python, reasonrl imported",
+    "config composed and checked",
+    "Hydra composed the config",
+    "run folder checked, preset's assets",
+    "config resolved, inputs checked",
+    "verl's bridge checked (import verl)",
+    "Ray started",
+    "TaskRunner up, TransferQueue started",
+    "dataset, tokenizer, worker processes spawned",
+    "actor model built, reward workers",
+    "vLLM servers",
+    "checkpoint engine",
+    "checkpoint loaded",
+    "reasonrl callbacks built, state restored",
+    "agent-loop workers",
+    "validation before training",
+    "first step begins",
+]
+
+
+def assert_costs_and_startup_recorded(resumed: dict, run_dir: Path, resume_log: Path) -> None:
+    """Issue 48: every step logs what each of the run's callbacks and the reward manager's scoring
+    cost; each launch's start-up record splits the time to its first step into its parts."""
+    for step in training_steps(resumed):
+        metrics = resumed[step]
+        costs = {k.removeprefix(CALLBACK_TIMING): v for k, v in metrics.items() if k.startswith(CALLBACK_TIMING)}
+        assert set(costs) == {"sampling", "group_rewards", "length_curriculum", "rollout"}, sorted(metrics)
+        assert all(0.0 <= seconds < metrics["timing_s/step"] for seconds in costs.values()), costs
+        assert metrics["reward/scoring_s"] > 0.0
+    records = sorted((run_dir / "startup").glob("*.jsonl"))
+    assert len(records) == 2, records  # one per launch
+    for record in records:
+        parts = read_parts(record)
+        assert [part.name for part in parts] == STARTUP_PARTS, record.read_text()
+        assert 0 < until_first_step(parts) < 600
+    assert re.search(r"start-up +\d+ s to the first step", resume_log.read_text()), tail(resume_log)
 
 
 def assert_seamless_rollout(first_launch: dict, resumed: dict, run_dir: Path, saved: int, resume_log: Path) -> None:

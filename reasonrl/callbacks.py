@@ -18,6 +18,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+#: per step and callback, the seconds the trainer spent in its methods (logged as
+#: ``reasonrl/timing_s/callback/<name>``: what each technique costs a step)
+CALLBACK_TIMING = "reasonrl/timing_s/callback/"
+
 
 class StepCallback:
     """Per-step code inside trainer modes ``reasonrl_sync`` / ``reasonrl_colocate_async``."""

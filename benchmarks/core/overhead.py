@@ -11,6 +11,16 @@ option off (its rewards and sampling options removed; a plain exact-answer rewar
 :func:`exact_answer_score`, as verl's custom reward function), trained N + 1 steps under verl's
 trainer mode ``sync`` and under ``reasonrl_sync``; the median of verl's ``timing_s/step`` over
 steps 2..N+1 (step 1 warms up). Target: ``reasonrl_sync`` within 3 % of ``sync``.
+
+Table (b2) (``--techniques N``): each recipe of ``--recipes`` on the CPU preset with its own
+options on, N + 1 steps (no checkpoints or validation during them); per step (median of steps
+2..N+1) the seconds each reasonrl callback spent in its methods (``reasonrl/timing_s/callback/``),
+each actor-loss term's forward (``reasonrl/timing_s/loss/``, summed over micro-batches), the
+reward manager's scoring (``reward/scoring_s``, summed over responses scored concurrently), beside
+verl's own phases and the whole step.
+
+Table (c) (with ``--techniques``, or ``--startup RUN_DIR`` for a run already made): the start-up
+of ``reasonrl train`` until the first step begins, split into its parts (``reasonrl.startup_clock``).
 """
 
 from __future__ import annotations
@@ -26,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from reasonrl.bridges.verl_actor_loss import LOSS_TIMING
+from reasonrl.callbacks import CALLBACK_TIMING
 from reasonrl.contracts import CliCommand
 
 SETTINGS = {"without reasonrl (VERL_USE_EXTERNAL_PLUGINS=none)": "none", "with reasonrl's bridge (default)": "auto"}
@@ -99,6 +111,93 @@ def step_table(steps: int) -> None:
     )
 
 
+RECIPES = ("mimo", "kimi_k15", "longcat", "nemotron")
+#: what the rows of table (b2) read: reasonrl's callbacks and loss terms, then verl's phases
+CALLBACK, LOSS = CALLBACK_TIMING, LOSS_TIMING
+VERL_PHASES = (
+    "timing_s/gen",
+    "timing_s/old_log_prob",
+    "timing_s/adv",
+    "timing_s/update_actor",
+    "timing_s/update_weights",
+)
+STEP = "timing_s/step"
+
+
+def recipe_run(recipe: str, steps: int, folder: Path) -> Path:
+    """One ``reasonrl train`` launch of ``recipe`` on the CPU preset, its options on; its run folder."""
+    run_dir = folder / recipe
+    command = [
+        *(sys.executable, "-m", "reasonrl.cli.main", "train", f"recipe={recipe}", "+preset=cpu_tiny"),
+        f"trainer.default_local_dir={run_dir}",
+        f"trainer.total_training_steps={steps + 1}",
+        *("trainer.test_freq=-1", "trainer.save_freq=-1"),
+    ]
+    log = folder / f"{recipe}.log"
+    start = time.perf_counter()
+    with log.open("w") as out:
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} exited {done.returncode}; its log: {log}")
+    print(f"  {recipe}: {steps + 1} steps in {time.perf_counter() - start:.0f} s (log {log})", flush=True)
+    return run_dir
+
+
+def step_records(run_dir: Path) -> dict[int, dict]:
+    records = [json.loads(line) for path in (run_dir / "metrics").glob("*.jsonl") for line in path.open()]
+    return {r["step"]: r["data"] for r in records if STEP in r.get("data", {})}
+
+
+def technique_rows(steps: dict[int, dict]) -> list[tuple[str, float]]:
+    """(row, median seconds per step over steps 2..) for reasonrl's timed pieces and verl's phases."""
+    timed = [steps[s] for s in sorted(steps) if s > 1]
+    keys = sorted({k for step in timed for k in step if k.startswith((CALLBACK, LOSS))})
+    keys += ["reward/scoring_s"] if any("reward/scoring_s" in step for step in timed) else []
+    names = {k: k.replace(CALLBACK, "callback ").replace(LOSS, "loss term ") for k in keys}
+    names["reward/scoring_s"] = "reward manager scoring (sum over responses)"
+    rows = [(names[k], statistics.median(step.get(k, 0.0) for step in timed)) for k in keys]
+    rows += [(f"verl {k.split('/')[-1]}", statistics.median(step.get(k, 0.0) for step in timed)) for k in VERL_PHASES]
+    return rows + [("whole step", statistics.median(step[STEP] for step in timed))]
+
+
+def print_technique_table(recipe: str, rows: list[tuple[str, float]]) -> None:
+    step = rows[-1][1]
+    print(f"\n(b2) {recipe} on the CPU preset, its options on: median per step")
+    print(f"{'':<56} {'s':>7} {'of step':>8}")
+    for name, seconds in rows:
+        print(f"{name:<56} {seconds:7.3f} {seconds / step:8.1%}")
+
+
+def print_startup_table(records: dict[str, Path]) -> None:
+    """Table (c): rows are the start-up's parts in order, one column per launch."""
+    from reasonrl.startup_clock import read_parts, until_first_step
+
+    parts = {name: read_parts(path) for name, path in records.items()}
+    order: list[str] = []
+    for launch in parts.values():
+        order += [p.name for p in launch if p.name not in order]
+    print("\n(c) start-up of reasonrl train until the first step begins (s; each part ends at its mark)")
+    print(f"{'part':<48}" + "".join(f"{name:>12}" for name in parts))
+    for row in order:
+        cells = [next((p.seconds for p in launch if p.name == row), None) for launch in parts.values()]
+        print(f"{row:<48}" + "".join(f"{c:12.1f}" if c is not None else f"{'-':>12}" for c in cells))
+    totals = [until_first_step(launch) for launch in parts.values()]
+    print(f"{'to the first step':<48}" + "".join(f"{t:12.1f}" if t is not None else f"{'-':>12}" for t in totals))
+
+
+def techniques_and_startup(recipes: list[str], steps: int) -> None:
+    from reasonrl.startup_clock import latest_record
+
+    folder = Path(tempfile.mkdtemp(prefix="reasonrl-techniques-"))
+    print(f"\n(b2, c) {len(recipes)} launches of {steps + 1} steps each ({folder}):", flush=True)
+    records = {}
+    for recipe in recipes:
+        run_dir = recipe_run(recipe, steps, folder)
+        print_technique_table(recipe, technique_rows(step_records(run_dir)))
+        records[recipe] = latest_record(run_dir)
+    print_startup_table(records)
+
+
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=5, help="fresh processes per setting (default 5)")
     parser.add_argument(
@@ -107,9 +206,28 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         default=0,
         help="also table (b): N timed training steps per trainer mode (~4 min each at 20)",
     )
+    parser.add_argument(
+        "--techniques",
+        type=int,
+        default=0,
+        help="also tables (b2) and (c): each recipe with its options on, N timed steps (~2.5 min a recipe at 5)",
+    )
+    parser.add_argument("--recipes", default=",".join(RECIPES), help="recipes for --techniques (comma-separated)")
+    parser.add_argument(
+        "--startup", metavar="RUN_DIR", type=Path, help="only table (c), from the newest launch of a run folder"
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.startup is not None:
+        from reasonrl.startup_clock import latest_record
+
+        record = latest_record(args.startup)
+        if record is None:
+            print(f"{args.startup}: no start-up record (startup/*.jsonl, written by reasonrl train)", file=sys.stderr)
+            return 2
+        print_startup_table({record.stem: record})
+        return 0
     times: dict[str, list[float]] = {label: [] for label in SETTINGS}
     for _ in range(args.repeats):
         for label, plugins in SETTINGS.items():
@@ -127,9 +245,14 @@ def _run(args: argparse.Namespace) -> int:
     print(f"modules the bridge adds: {len(added)} ({len(own)} reasonrl's own; others: {', '.join(others) or 'none'})")
     if args.steps > 0:
         step_table(args.steps)
+    if args.techniques > 0:
+        techniques_and_startup(args.recipes.split(","), args.techniques)
     return 0
 
 
 BENCHMARK = CliCommand(
-    "overhead", "what reasonrl costs a verl user: import verl with and without reasonrl's bridge", _configure, _run
+    "overhead",
+    "what reasonrl costs a verl user: import verl with and without its bridge, per step, per technique, start-up",
+    _configure,
+    _run,
 )

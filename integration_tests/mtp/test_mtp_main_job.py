@@ -13,6 +13,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
+from reasonrl.bridges.verl_actor_loss import LOSS_TIMING
 from reasonrl.plugins.mtp.cli import attach_checkpoint
 from reasonrl.smoke.data import write_sequences
 from reasonrl.smoke.prepare import prepare
@@ -153,6 +154,9 @@ def test_eps_schedule_trained_mtp_layers_and_the_longcat_loss_compose_in_one_ste
     assert abs(step["actor/eps_pos_high"] - 0.25) < 1e-9  # the trainer's schedule
     assert abs(step["actor/longcat/eps_pos_high"] - 0.25) < 1e-9, "the value LongCat's loss used in the worker"
     assert math.isfinite(step["actor/mtp_1_loss"]) and step["actor/mtp_1_loss"] > 0, tail(log)
+    # what each loss term's forward cost the step, through verl's metric aggregation (issue 48)
+    for term in ("eps_pos_high_schedule", "mtp_training"):
+        assert 0.0 <= step[LOSS_TIMING + term] < step["timing_s/update_actor"], sorted(step)
     assert "reasonrl MiMoMultiLayerMTP: drafting with 1 MTP layer(s)" in log.read_text(errors="replace"), tail(log)
     before, full = load_file(model / "model.safetensors"), saved_actor(run_dir)
     assert not torch.equal(

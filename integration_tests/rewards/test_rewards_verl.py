@@ -186,7 +186,9 @@ def test_a_hostile_math_answer_in_a_batch_does_not_stall_verls_reward_loop(token
     extra = [o["reward_extra_info"] for o in outputs]
     assert [e["math_timeout"] for e in extra] == [1.0, 0.0, 1.0, 0.0, 0.0]
     assert [e["task_kind"] for e in extra] == ["math"] * 4 + ["code"]
-    assert reward_counts(extra) == {
+    counts = reward_counts(extra)
+    assert counts.pop("reward/scoring_s") >= elapsed / 2  # summed over answers scored concurrently
+    assert counts == {
         "reward/math_timeouts": 2.0,
         "reward/math_failures": 0.0,
         "reward/judge_errors": 0.0,

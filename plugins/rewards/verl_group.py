@@ -7,7 +7,9 @@ ran out of time or broke), ``reward/judge_errors``; which reward graded the resp
 (``reward/math_graded``: Math-Verify verdicts, ``reward/code_judged``: programs the sandbox ran,
 ``reward/code_calibrated``: of those, scored by test difficulty, with
 ``reward/code_partial_credit`` between 0 and 1 and ``reward/code_score_mean``); the thinking
-toggle's format reward (``reward/format_checked`` responses, ``reward/format_ok_frac``).
+toggle's format reward (``reward/format_checked`` responses, ``reward/format_ok_frac``); the
+seconds the reward manager spent scoring the step's responses (``reward/scoring_s``, summed over
+responses scored concurrently: work, not wall time).
 
 The callback reads the step's ``uid``, ``rm_scores``, ``response_mask``, ``loss_mask`` and the
 reward manager's ``reward_extra_info`` (``acc``, ``incomplete``) from verl's TransferQueue,
@@ -61,6 +63,7 @@ def reward_counts(extra: list[dict]) -> dict[str, float]:
         "reward/code_score_mean": float(np.mean(code_scores)) if code_scores else 0.0,
         "reward/format_checked": float(len(formats)),
         "reward/format_ok_frac": float(np.mean(formats)) if formats else 0.0,
+        "reward/scoring_s": float(sum(float(e.get("scoring_s", 0.0)) for e in extra)),
     }
 
 

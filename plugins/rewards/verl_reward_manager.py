@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+import time
 from typing import Any
 
 from verl import DataProto
@@ -102,6 +103,7 @@ class ReasonrlRewardManager(RewardManagerBase):
         return thinking_mode_in_text(prompt)
 
     async def run_single(self, data: DataProto) -> dict[str, Any]:
+        start = time.perf_counter()
         item = data[-1:][0]  # the last turn, as verl's naive manager
         response_ids = item.batch["responses"]
         valid_length = int(item.batch["attention_mask"][-response_ids.shape[-1] :].sum())
@@ -115,6 +117,8 @@ class ReasonrlRewardManager(RewardManagerBase):
         format_score = scoring.thinking_format(response, mode)
         flags = scoring.incomplete_flags(self.settings, ids, self.max_response_length, task.judge_error, self.stop_ids)
         extra = scoring.combine(task, format_score, flags, self.settings)
+        # this response's scoring time (the step's sum is logged as reward/scoring_s)
+        extra["scoring_s"] = time.perf_counter() - start
         return {"reward_score": extra["score"], "reward_extra_info": extra}
 
 

@@ -14,11 +14,18 @@ one :class:`ComposedActorLoss` and installs it once through the actor workers' o
 - ``on_worker()``: called once where the composed loss arrives (the actor worker process).
 
 The loss is L = ppo_loss(config adjusted by every term) + Σ_terms term.loss.
+
+Each term's forward time (``adjust_config`` and ``loss``; its backward is inside verl's) is
+logged per step as ``reasonrl/timing_s/loss/<callback>``, summed over the step's micro-batches.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
+
+#: per step and loss term: seconds in its forward code (``reasonrl/timing_s/loss/<callback name>``)
+LOSS_TIMING = "reasonrl/timing_s/loss/"
 
 
 class ComposedActorLoss:
@@ -51,14 +58,20 @@ class ComposedActorLoss:
         return self._config
 
     def __call__(self, model_output, data, dp_group=None):
+        from verl.utils.metric import AggregationType, Metric
         from verl.workers.utils.losses import ppo_loss
 
         config = self.config()
-        for _name, term in self.terms:
+        seconds = dict.fromkeys((name for name, _term in self.terms), 0.0)
+        for name, term in self.terms:
+            start = time.perf_counter()
             term.adjust_config(config, data)
+            seconds[name] += time.perf_counter() - start
         loss, metrics = ppo_loss(config, model_output, data, dp_group)
         for name, term in self.terms:
+            start = time.perf_counter()
             added = term.loss(config, model_output, data, metrics)
+            seconds[name] += time.perf_counter() - start
             if added is None:
                 continue
             extra, extra_metrics = added
@@ -67,6 +80,8 @@ class ComposedActorLoss:
                 raise RuntimeError(f"actor loss term {name!r} logs metrics verl's loss already logs: {sorted(clash)}")
             loss = loss + extra
             metrics.update(extra_metrics)
+        for name, spent in seconds.items():  # summed over the step's micro-batches
+            metrics[LOSS_TIMING + name] = Metric(AggregationType.SUM, spent)
         return loss, metrics
 
 

@@ -63,12 +63,12 @@ def register_when_imported() -> None:
     run_after_import(TRAINERS_PACKAGE, register)
 
 
-def single_prompt_source(callbacks: list[tuple[str, Any]]) -> Any:
-    """The one :class:`~reasonrl.callbacks.PromptSource` of the run, or None: verl's dataloader."""
+def single_prompt_source(callbacks: list[tuple[str, Any]]) -> tuple[str | None, Any]:
+    """``(name, callback)`` of the one :class:`~reasonrl.callbacks.PromptSource` of the run, or
+    ``(None, None)``: verl's dataloader."""
     from reasonrl.callbacks import PromptSource, single
 
-    found = single(callbacks, PromptSource)
-    return found[1] if found else None
+    return single(callbacks, PromptSource) or (None, None)
 
 
 def callback_state_path(checkpoint_folder: str, name: str) -> str:

@@ -9,9 +9,12 @@ Imported only where verl's trainers are imported (verl's TaskRunner), never at `
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+import time
 import uuid
+from collections import defaultdict
 from functools import partial
 from types import SimpleNamespace
 
@@ -20,9 +23,10 @@ import transfer_queue as tq
 from verl.utils import tensordict_utils as tu
 from verl.utils.dataset.rl_dataset import collate_fn
 
+from reasonrl import startup_clock
 from reasonrl.bridges import verl_actor_loss
 from reasonrl.bridges.verl_trainer import build_callbacks, callback_state_path, single_prompt_source
-from reasonrl.callbacks import CheckpointedState, GroupCarrier, RolloutSchedule, single
+from reasonrl.callbacks import CALLBACK_TIMING, CheckpointedState, GroupCarrier, RolloutSchedule, single
 from reasonrl.checkpoints import after_verl_save, before_verl_save, load_checkpointed_state
 from reasonrl.compat.verl import colocate_async_trainer_base, sync_trainer_base
 from reasonrl.evaluation import validation_pass_at_k
@@ -36,6 +40,14 @@ KEPT_GROUPS = "kept_groups"
 PROMPT_ROWS = "prompt_rows"
 #: per step: finished groups of reasonrl's prompt source whose dataset row was unknown (0 unless lost)
 GROUPS_WITHOUT_ROW = "reasonrl/trainer/groups_without_prompt_row"
+#: the trainer attributes verl's ``_setup`` assigns as each part of the start-up comes up, and what
+#: the start-up record calls the part that ended there (``reasonrl.startup_clock``)
+SETUP_PARTS = {
+    "actor_rollout_wg": "dataset, tokenizer, worker processes spawned",
+    "reward_loop_manager": "actor model built, reward workers",
+    "llm_server_manager": "vLLM servers",
+    "checkpoint_manager": "checkpoint engine",
+}
 
 PPOTrainerSync = sync_trainer_base()  # version-guarded: overrides verl internals (compat.verl.SYNC_TRAINER)
 PPOTrainerColocateAsync = colocate_async_trainer_base()  # likewise (compat.verl.ASYNC_TRAINER)
@@ -46,6 +58,39 @@ class ReasonrlTrainerMixin:
 
     #: the verl mode this trainer behaves as: verl branches on the mode's *name* in several places
     VERL_MODE = "sync"
+
+    def __init__(self, *args, **kwargs):
+        startup_clock.mark("TaskRunner up, TransferQueue started")
+        self.callback_seconds: dict[str, float] = defaultdict(float)
+        self._first_step_begun = False
+        super().__init__(*args, **kwargs)
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if name in SETUP_PARTS:
+            startup_clock.mark(SETUP_PARTS[name])
+
+    @contextlib.contextmanager
+    def _timed(self, name: str):
+        """Add the block's seconds to callback ``name``'s time in this step (logged with the step)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.callback_seconds[name] += time.perf_counter() - start
+
+    def _timing(self, name: str, function):
+        """``function``, its seconds added to callback ``name``'s time (for calls the replay buffer makes)."""
+
+        def timed(*args, **kwargs):
+            with self._timed(name):
+                return function(*args, **kwargs)
+
+        return timed
+
+    def _log_callback_seconds(self, metrics: dict) -> None:
+        metrics.update({CALLBACK_TIMING + name: seconds for name, seconds in self.callback_seconds.items()})
+        self.callback_seconds.clear()
 
     def _build_replay_buffer(self):
         self.trainer_mode = self.VERL_MODE  # called from __init__, before anything reads the mode
@@ -60,10 +105,11 @@ class ReasonrlTrainerMixin:
         return buffer
 
     def on_init_end(self):
+        startup_clock.mark("checkpoint loaded")
         super().on_init_end()
         self.reasonrl_callbacks = build_callbacks(self.config)
         self.actor_loss = verl_actor_loss.install(self, self.reasonrl_callbacks)  # one loss: verl's + every term
-        self.prompt_source = single_prompt_source(self.reasonrl_callbacks)
+        self.prompt_source_name, self.prompt_source = single_prompt_source(self.reasonrl_callbacks)
         self.prompt_rows: dict[str, int] = {}
         self.groups_without_row = 0
         self.launch_order: dict[str, int] = {}  # uid -> launch number (streaming schedules order by it)
@@ -75,19 +121,38 @@ class ReasonrlTrainerMixin:
         self._restore_callback_states()
         self._restore_kept_groups()
         self._restore_inflight_prompt_rows()
+        startup_clock.mark("reasonrl callbacks built, state restored")
+
+    def fit(self, *args, **kwargs):
+        startup_clock.mark("agent-loop workers")  # verl's TaskRunner builds them between init and fit
+        return super().fit(*args, **kwargs)
+
+    def on_validate_end(self):
+        super().on_validate_end()
+        if not self._first_step_begun:
+            startup_clock.mark("validation before training")
+
+    def on_train_begin(self):
+        super().on_train_begin()
+        self._first_step_begun = True
+        startup_clock.mark(startup_clock.FIRST_STEP)
 
     def _wire_carried_groups(self) -> None:
         """Callbacks that hold finished groups back (``holds_group``) and send them out again
         (``carried_prompts``) need reasonrl's replay buffer and prompt source."""
-        holders = [c for _n, c in self.reasonrl_callbacks if isinstance(c, GroupCarrier)]
         carriers = [n for n, c in self.reasonrl_callbacks if isinstance(c, GroupCarrier)]
-        if holders:
+        if carriers:
             if self.reporting_buffer is None:
                 raise ValueError(
                     "trainer.v1.sampler.custom_sampler: a reasonrl callback holds groups back (partial rollout); "
                     "it needs reasonrl's ReportingReplayBuffer (pkg://reasonrl.bridges.verl_replay_buffer)"
                 )
-            self.reporting_buffer.hold_predicate = lambda fields: any(c.holds_group(self, fields) for c in holders)
+            holds = [
+                self._timing(n, partial(c.holds_group, self))
+                for n, c in self.reasonrl_callbacks
+                if isinstance(c, GroupCarrier)
+            ]
+            self.reporting_buffer.hold_predicate = lambda fields: any(hold(fields) for hold in holds)
         if carriers and self.prompt_source is None:
             raise ValueError(
                 f"reasonrl callback(s) {carriers} send held prompt groups out again, which needs reasonrl's prompt "
@@ -115,11 +180,11 @@ class ReasonrlTrainerMixin:
             )
         buffer = self.reporting_buffer
         buffer.schedule = SimpleNamespace(
-            early_termination=partial(callback.early_termination, self),
-            prompts_to_launch=partial(callback.prompts_to_launch, self),
+            early_termination=self._timing(name, partial(callback.early_termination, self)),
+            prompts_to_launch=self._timing(name, partial(callback.prompts_to_launch, self)),
             keeps_groups=callback.keeps_groups,  # finished groups outlive their step
-            split_kept=partial(callback.split_kept),  # the schedule's own rule for the kept groups
-            order_batch=partial(callback.order_batch),
+            split_kept=self._timing(name, callback.split_kept),  # the schedule's own rule for the kept groups
+            order_batch=self._timing(name, callback.order_batch),
         )
         buffer.launch_order = self.launch_order
         buffer.abort_requests = lambda: self.checkpoint_manager.abort_replicas(reject_request=True)
@@ -133,8 +198,10 @@ class ReasonrlTrainerMixin:
         # every callback's batch-level fields on every training batch and DAPO refill (never on
         # validation batches, which verl's _validate builds itself); verl's agent loops receive
         # them in run(**kwargs)
-        for _name, callback in self.reasonrl_callbacks:
-            for key, value in callback.batch_fields(self).items():
+        for name, callback in self.reasonrl_callbacks:
+            with self._timed(name):
+                fields = callback.batch_fields(self)
+            for key, value in fields.items():
                 tu.assign_non_tensor_data(batch, key, value)
         return batch
 
@@ -144,14 +211,18 @@ class ReasonrlTrainerMixin:
         count = num_prompts or self.config.data.train_batch_size
         carried: list[tuple[int, dict]] = []  # held groups go out first (partial rollout)
         row_fields: set[str] = set()  # on every training batch, so every response has the same fields
-        for _name, callback in self.reasonrl_callbacks:
+        for name, callback in self.reasonrl_callbacks:
             if isinstance(callback, GroupCarrier):
                 row_fields.update(callback.carried_fields)
                 if len(carried) < count:
-                    carried += callback.carried_prompts(self, count - len(carried), refill=num_prompts is not None)
+                    with self._timed(name):
+                        carried += callback.carried_prompts(self, count - len(carried), refill=num_prompts is not None)
         rows = [row for row, _fields in carried]
         if count > len(carried):
-            rows += list(self.prompt_source.next_prompts(self, count - len(carried), refill=num_prompts is not None))
+            with self._timed(self.prompt_source_name):
+                rows += list(
+                    self.prompt_source.next_prompts(self, count - len(carried), refill=num_prompts is not None)
+                )
         batch_dict = collate_fn([self.train_dataset[int(row)] for row in rows])
         for key in sorted(row_fields):  # per-row fields of the carried groups, "" elsewhere
             values = [fields.get(key, "") for _row, fields in carried] + [""] * (len(rows) - len(carried))
@@ -169,19 +240,23 @@ class ReasonrlTrainerMixin:
             self.launch_order.pop(group.uid, None)
             # a group of reasonrl's prompt source whose row is lost: its outcome cannot reach the source
             self.groups_without_row += self.prompt_source is not None and group.row is None
-        for _name, callback in self.reasonrl_callbacks:
-            callback.on_groups_finished(self, groups)
+        for name, callback in self.reasonrl_callbacks:
+            with self._timed(name):
+                callback.on_groups_finished(self, groups)
 
     # ---------------------------------------------------------------- per-step callbacks
     def _compute_advantage(self, batch, metrics: dict):
         metrics[GROUPS_WITHOUT_ROW], self.groups_without_row = self.groups_without_row, 0
-        for _name, callback in self.reasonrl_callbacks:
-            callback.before_advantage(self, batch, metrics)
+        for name, callback in self.reasonrl_callbacks:
+            with self._timed(name):
+                callback.before_advantage(self, batch, metrics)
         return super()._compute_advantage(batch, metrics)
 
     def _update_actor(self, batch, metrics: dict):
-        for _name, callback in self.reasonrl_callbacks:
-            callback.before_actor_update(self, batch.extra_info, metrics)
+        for name, callback in self.reasonrl_callbacks:
+            with self._timed(name):
+                callback.before_actor_update(self, batch.extra_info, metrics)
+        self._log_callback_seconds(metrics)  # what the step's callbacks cost, up to here
         return super()._update_actor(batch, metrics)
 
     # ---------------------------------------------------------------- validation

@@ -88,6 +88,17 @@ def run_prepare_step(config: Any) -> None:
         getattr(import_module(module), function)(config)
 
 
+def launch_name() -> str:
+    """This launch's name, ``<time>-<pid>``, shared by its metrics file, config and start-up record."""
+    global _LAUNCH_NAME
+    if _LAUNCH_NAME is None:
+        _LAUNCH_NAME = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+    return _LAUNCH_NAME
+
+
+_LAUNCH_NAME: str | None = None
+
+
 def pin_run_paths(config: Any) -> Path | None:
     """Make the run folder absolute (Ray workers do not share the driver's cwd) and give this
     launch its own metrics file: verl's file logger truncates its file when it opens it, so
@@ -101,13 +112,15 @@ def pin_run_paths(config: Any) -> Path | None:
         config.trainer.default_local_dir = run_dir
         if "file" not in loggers:
             return None
-        path = os.environ.get("VERL_FILE_LOGGER_PATH") or os.path.join(
-            run_dir, "metrics", time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}.jsonl"
-        )
+        path = os.environ.get("VERL_FILE_LOGGER_PATH") or os.path.join(run_dir, "metrics", launch_name() + ".jsonl")
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         runtime_env = config.ray_kwargs.ray_init.setdefault("runtime_env", {})
         runtime_env.setdefault("env_vars", {})["VERL_FILE_LOGGER_PATH"] = os.path.abspath(path)
     return Path(path)
+
+
+def run_dir_of(config: Any) -> Path:
+    return Path(config.trainer.default_local_dir)
 
 
 def save_launch_config(config: Any) -> Path:
@@ -115,9 +128,7 @@ def save_launch_config(config: Any) -> Path:
     as Hydra would keep it in its output folder): what each launch of a resumed run trained with."""
     from omegaconf import OmegaConf
 
-    path = (
-        Path(config.trainer.default_local_dir) / "configs" / (time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}.yaml")
-    )
+    path = run_dir_of(config) / "configs" / (launch_name() + ".yaml")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(OmegaConf.to_yaml(config))
     return path
@@ -225,23 +236,29 @@ def run_training(config: Any) -> None:
     folder must be writable and the checkpoint a resume starts from intact
     (``reasonrl.checkpoints``). SIGTERM stops the launch as Ctrl-C does, with exit code 143.
     """
+    from reasonrl import startup_clock
     from reasonrl.checkpoints import prepare_run_folder
     from reasonrl.config import validate_config
     from reasonrl.console import QuietConsole, launch_log_path, verl_console
     from reasonrl.progress import ProgressDisplay, summary_lines
 
-    with SigtermAsCtrlC() as sigterm:
+    startup_clock.mark("Hydra composed the config")
+    with SigtermAsCtrlC() as sigterm, startup_clock.marks_ray_start():
         try:
             validate_config(config)
             check_upstream_versions(config)
             prepare_run_folder(config)  # seconds, before the preset's assets and Ray
             run_prepare_step(config)
+            startup_clock.mark("run folder checked, preset's assets")
             metrics_path = pin_run_paths(config)
             export_runtime_env(config)
+            startup_clock.start_record(run_dir_of(config) / "startup" / (launch_name() + ".jsonl"), config)
             resolve_in_driver(config)
             save_launch_config(config)
             check_run_inputs(config)
+            startup_clock.mark("config resolved, inputs checked")
             check_verl_bridge()
+            startup_clock.mark("verl's bridge checked (import verl)")
             from reasonrl.compat.verl import run_main_ppo
 
             if metrics_path is None:
@@ -267,6 +284,8 @@ def run_training(config: Any) -> None:
                 raise
             finally:
                 lines = summary_lines(display.record, run_dir, outcome)
+                startup = startup_clock.summary_line(startup_clock.record_path())
+                lines[-2:-2] = [startup] if startup else []  # before the checkpoint and plot lines
                 if console is not None:
                     if outcome == "failed":
                         lines += ["  errors in the log (last lines):", *(f"    {x}" for x in console.error_lines())]
@@ -384,8 +403,10 @@ def _skips_precheck(args: argparse.Namespace) -> bool:
 
 def main(argv: list[str]) -> int:
     """Entry for ``reasonrl train``; returns the process exit code."""
+    from reasonrl import startup_clock
     from reasonrl.compat.hydra import hydra_args_parser  # Hydra's own CLI grammar
 
+    startup_clock.mark("Python, reasonrl imported")
     args = hydra_args_parser().parse_args(argv)
     if args.help and not any(o.startswith("recipe=") for o in args.overrides):
         print(usage())
@@ -393,6 +414,7 @@ def main(argv: list[str]) -> int:
     if not _skips_precheck(args):
         try:
             config = precheck(args.overrides)
+            startup_clock.mark("config composed and checked")
             if not args.cfg:  # a launch: Hydra makes its folder inside the run folder first
                 from reasonrl.checkpoints import check_writable
 

@@ -16,9 +16,10 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 from verl.utils import tensordict_utils as tu
 from verl.utils.config import omega_conf_to_dataclass
+from verl.utils.metric import AggregationType
 from verl.workers.utils.losses import ppo_loss
 
-from reasonrl.bridges.verl_actor_loss import ComposedActorLoss, actor_loss_terms
+from reasonrl.bridges.verl_actor_loss import LOSS_TIMING, ComposedActorLoss, actor_loss_terms
 from reasonrl.callbacks import ActorLossTerm, StepCallback
 from reasonrl.plugins.mtp.hf_model import MiMoConfig, MiMoForCausalLM
 from reasonrl.plugins.mtp.tests.verl_layouts import engine_forward, engine_model_output, nested
@@ -154,6 +155,10 @@ def test_terms_compose_a_config_adjustment_and_an_additive_loss(actor_config, mi
         want = clipped + expected_mtp_term(mimo_model, sequences)
     torch.testing.assert_close(got, want)
     assert "actor/mtp_1_loss" in metrics
+    # each term's forward time, summed over the step's micro-batches when verl aggregates them
+    for name in ("clip_high", "mtp_training"):
+        timing = metrics[LOSS_TIMING + name]
+        assert timing.aggregation == AggregationType.SUM and 0.0 <= timing.aggregate() < 60.0, (name, timing)
 
 
 def test_callbacks_offer_terms_and_none_replaces_the_loss():
