@@ -98,6 +98,30 @@ def test_prepare_builds_once_and_rebuilds_on_a_new_spec(tmp_path, monkeypatch):
     assert len(calls) == 2
 
 
+def test_a_launch_that_starts_during_a_build_waits_for_it_and_does_not_build_again(tmp_path, monkeypatch):
+    """Two launches at once on a fresh cache: the second waits on the first's lock, then finds the
+    assets (a second build would first delete the tree the first launch is reading)."""
+    import fcntl
+    import threading
+
+    from reasonrl.smoke import prepare as prepare_module
+
+    builds = []
+    monkeypatch.setattr(prepare_module, "_build", lambda *a: builds.append(a))
+    spec = dataclasses.replace(TinyModelSpec(), warmup_steps=2, warmup_target_accuracy=0)
+    root = tmp_path / "smoke"
+    with open(tmp_path / ".smoke.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first launch, building
+        second = threading.Thread(target=prepare_module.prepare, args=(root, spec))
+        second.start()
+        second.join(timeout=1.0)
+        assert second.is_alive(), "the second launch waits for the build"
+        root.mkdir()
+        (root / "STAMP").write_text(f"{spec.digest()} {prepare_module.DATA_LAYOUT}")  # the build finishes
+    second.join(timeout=30)
+    assert not second.is_alive() and builds == [], "it found the assets instead of building"
+
+
 def test_warm_start_never_sees_the_held_out_problems(monkeypatch):
     from reasonrl.smoke import model as model_module
 

@@ -9,6 +9,7 @@ Layout under ``root`` (default ``$REASONRL_CACHE`` or ``~/.cache/reasonrl``, the
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -32,11 +33,22 @@ def default_root() -> Path:
 
 
 def prepare(root: Path | None = None, spec: TinyModelSpec = TinyModelSpec(), force: bool = False) -> Path:
-    """Make sure ``root`` holds the assets for ``spec``; return ``root``."""
+    """Make sure ``root`` holds the assets for ``spec``; return ``root``. Launches that start at
+    once share one build: the first builds under a lock beside ``root``, the others wait for it
+    and find the assets (a build removes an old tree first, which must not happen under a reader)."""
     root = Path(root or default_root())
     stamp, identity = root / "STAMP", f"{spec.digest()} {DATA_LAYOUT}"
     if not force and stamp.exists() and stamp.read_text().strip() == identity:
         return root
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f".{root.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not force and stamp.exists() and stamp.read_text().strip() == identity:
+            return root  # built by the launch that held the lock
+        return _build(root, spec, stamp, identity)
+
+
+def _build(root: Path, spec: TinyModelSpec, stamp: Path, identity: str) -> Path:
     if root.exists():
         shutil.rmtree(root)
     train, val = split_problems(spec)
