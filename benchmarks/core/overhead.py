@@ -15,7 +15,7 @@ steps 2..N+1 (step 1 warms up). Target: ``reasonrl_sync`` within 3 % of ``sync``
 Table (b2) (``--techniques N``): each recipe of ``--recipes`` on the CPU preset with its own
 options on, N + 1 steps (no checkpoints or validation during them); per step (median of steps
 2..N+1) the seconds each reasonrl callback spent in its methods (``reasonrl/timing_s/callback/``),
-each actor-loss term's forward (``reasonrl/timing_s/loss/``, summed over micro-batches), the
+each actor-loss term's forward (``actor/reasonrl/timing_s/loss/``, summed over micro-batches), the
 reward manager's scoring (``reward/scoring_s``, summed over responses scored concurrently), beside
 verl's own phases and the whole step.
 

@@ -16,7 +16,7 @@ one :class:`ComposedActorLoss` and installs it once through the actor workers' o
 The loss is L = ppo_loss(config adjusted by every term) + Σ_terms term.loss.
 
 Each term's forward time (``adjust_config`` and ``loss``; its backward is inside verl's) is
-logged per step as ``reasonrl/timing_s/loss/<callback>``, summed over the step's micro-batches.
+logged per step as ``actor/reasonrl/timing_s/loss/<callback>``, summed over the step's micro-batches.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-#: per step and loss term: seconds in its forward code (``reasonrl/timing_s/loss/<callback name>``)
-LOSS_TIMING = "reasonrl/timing_s/loss/"
+#: per step and loss term: seconds in its forward code; named as verl logs it (the actor's metrics
+#: go under ``actor/``: a name without that prefix gets it)
+LOSS_TIMING = "actor/reasonrl/timing_s/loss/"
 
 
 class ComposedActorLoss:
