@@ -122,6 +122,7 @@ VERL_PHASES = (
     "timing_s/update_weights",
 )
 STEP = "timing_s/step"
+SCORING = "reward manager scoring"
 
 
 def recipe_run(recipe: str, steps: int, folder: Path) -> Path:
@@ -154,7 +155,7 @@ def technique_rows(steps: dict[int, dict]) -> list[tuple[str, float]]:
     keys = sorted({k for step in timed for k in step if k.startswith((CALLBACK, LOSS))})
     keys += ["reward/scoring_s"] if any("reward/scoring_s" in step for step in timed) else []
     names = {k: k.replace(CALLBACK, "callback ").replace(LOSS, "loss term ") for k in keys}
-    names["reward/scoring_s"] = "reward manager scoring (sum over responses)"
+    names["reward/scoring_s"] = SCORING + " (summed latency of concurrent responses)"
     rows = [(names[k], statistics.median(step.get(k, 0.0) for step in timed)) for k in keys]
     rows += [(f"verl {k.split('/')[-1]}", statistics.median(step.get(k, 0.0) for step in timed)) for k in VERL_PHASES]
     return rows + [("whole step", statistics.median(step[STEP] for step in timed))]
@@ -165,7 +166,9 @@ def print_technique_table(recipe: str, rows: list[tuple[str, float]]) -> None:
     print(f"\n(b2) {recipe} on the CPU preset, its options on: median per step")
     print(f"{'':<56} {'s':>7} {'of step':>8}")
     for name, seconds in rows:
-        print(f"{name:<56} {seconds:7.3f} {seconds / step:8.1%}")
+        # the scoring row sums concurrent responses' latencies: no share of the step's wall time
+        share = f"{seconds / step:8.1%}" if not name.startswith(SCORING) else f"{'(sum)':>8}"
+        print(f"{name:<56} {seconds:7.3f} {share}")
 
 
 def print_startup_table(records: dict[str, Path]) -> None:

@@ -8,8 +8,8 @@ ran out of time or broke), ``reward/judge_errors``; which reward graded the resp
 ``reward/code_calibrated``: of those, scored by test difficulty, with
 ``reward/code_partial_credit`` between 0 and 1 and ``reward/code_score_mean``); the thinking
 toggle's format reward (``reward/format_checked`` responses, ``reward/format_ok_frac``); the
-seconds the reward manager spent scoring the step's responses (``reward/scoring_s``, summed over
-responses scored concurrently: work, not wall time).
+seconds the reward manager spent scoring the step's responses (``reward/scoring_s``: each response's
+latency, summed; responses are scored concurrently, so the sum can exceed the step's wall time).
 
 The callback reads the step's ``uid``, ``rm_scores``, ``response_mask``, ``loss_mask`` and the
 reward manager's ``reward_extra_info`` (``acc``, ``incomplete``) from verl's TransferQueue,
