@@ -112,8 +112,7 @@ def step_table(steps: int) -> None:
 
 
 RECIPES = ("mimo", "kimi_k15", "longcat", "nemotron")
-#: what the rows of table (b2) read: reasonrl's callbacks and loss terms, then verl's phases
-CALLBACK, LOSS = CALLBACK_TIMING, LOSS_TIMING
+#: the rows of table (b2) after reasonrl's callbacks and loss terms: verl's phases
 VERL_PHASES = (
     "timing_s/gen",
     "timing_s/old_log_prob",
@@ -152,9 +151,9 @@ def step_records(run_dir: Path) -> dict[int, dict]:
 def technique_rows(steps: dict[int, dict]) -> list[tuple[str, float]]:
     """(row, median seconds per step over steps 2..) for reasonrl's timed pieces and verl's phases."""
     timed = [steps[s] for s in sorted(steps) if s > 1]
-    keys = sorted({k for step in timed for k in step if k.startswith((CALLBACK, LOSS))})
+    keys = sorted({k for step in timed for k in step if k.startswith((CALLBACK_TIMING, LOSS_TIMING))})
     keys += ["reward/scoring_s"] if any("reward/scoring_s" in step for step in timed) else []
-    names = {k: k.replace(CALLBACK, "callback ").replace(LOSS, "loss term ") for k in keys}
+    names = {k: k.replace(CALLBACK_TIMING, "callback ").replace(LOSS_TIMING, "loss term ") for k in keys}
     names["reward/scoring_s"] = SCORING + " (summed latency of concurrent responses)"
     rows = [(names[k], statistics.median(step.get(k, 0.0) for step in timed)) for k in keys]
     rows += [(f"verl {k.split('/')[-1]}", statistics.median(step.get(k, 0.0) for step in timed)) for k in VERL_PHASES]
