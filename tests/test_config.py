@@ -136,3 +136,27 @@ def test_every_recipes_plugins_accept_any_of_reasonrls_trainer_modes(recipe):
     with pytest.raises(ConfigError) as error:
         validate_config(compose_config([f"recipe={recipe}", "+preset=cpu_tiny", "trainer.v1.trainer_mode=sync"]))
     assert error.value.key == "trainer.v1.trainer_mode" and "reasonrl_colocate_async" in str(error.value)
+
+
+def test_pin_run_paths_passes_the_metrics_file_to_ray_workers_with_or_without_preset_env_vars(tmp_path, monkeypatch):
+    """verl's file logger runs in the TaskRunner: the launch's own metrics file reaches it only
+    through Ray's runtime env, also when the preset defines no ``env_vars`` (or no runtime_env)."""
+    from omegaconf import OmegaConf
+
+    from reasonrl.cli.train import pin_run_paths
+
+    monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
+    monkeypatch.chdir(tmp_path)
+    for ray_init in ({}, {"runtime_env": {}}, {"runtime_env": {"env_vars": {"VERL_PLATFORM": "cpu"}}}):
+        config = OmegaConf.create(
+            {
+                "trainer": {"default_local_dir": "run", "logger": ["console", "file"]},
+                "ray_kwargs": {"ray_init": ray_init},
+            }
+        )
+        path = pin_run_paths(config)
+        assert config.trainer.default_local_dir == str(tmp_path / "run")
+        assert path.parent == tmp_path / "run" / "metrics" and path.suffix == ".jsonl"
+        env_vars = config.ray_kwargs.ray_init.runtime_env.env_vars
+        assert env_vars.VERL_FILE_LOGGER_PATH == str(path), ray_init
+        assert env_vars.get("VERL_PLATFORM", "cpu") == "cpu", "the preset's variables are kept"

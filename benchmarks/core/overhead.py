@@ -39,6 +39,7 @@ from pathlib import Path
 from reasonrl.bridges.verl_actor_loss import LOSS_TIMING
 from reasonrl.callbacks import CALLBACK_TIMING
 from reasonrl.contracts import CliCommand
+from reasonrl.plotting import metric_files, read_metrics_file
 
 SETTINGS = {"without reasonrl (VERL_USE_EXTERNAL_PLUGINS=none)": "none", "with reasonrl's bridge (default)": "auto"}
 TARGET_S = 0.2
@@ -90,9 +91,8 @@ def step_times(trainer_mode: str, steps: int, folder: Path) -> list[float]:
         done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} exited {done.returncode}; its log: {log}")
-    records = [json.loads(line) for path in (run_dir / "metrics").glob("*.jsonl") for line in path.open()]
-    times = {r["step"]: r["data"]["timing_s/step"] for r in records if "timing_s/step" in r.get("data", {})}
-    return [times[s] for s in sorted(times) if s > 1]
+    steps = step_records(run_dir)
+    return [steps[s][STEP] for s in sorted(steps) if s > 1]
 
 
 def step_table(steps: int) -> None:
@@ -144,8 +144,12 @@ def recipe_run(recipe: str, steps: int, folder: Path) -> Path:
 
 
 def step_records(run_dir: Path) -> dict[int, dict]:
-    records = [json.loads(line) for path in (run_dir / "metrics").glob("*.jsonl") for line in path.open()]
-    return {r["step"]: r["data"] for r in records if STEP in r.get("data", {})}
+    """``{step: metrics}`` of a run's training steps, its launches' metrics files merged."""
+    merged: dict[int, dict] = {}
+    for path in metric_files(run_dir):
+        for step, metrics in read_metrics_file(path).items():
+            merged.setdefault(step, {}).update(metrics)
+    return {step: metrics for step, metrics in merged.items() if STEP in metrics}
 
 
 def technique_rows(steps: dict[int, dict]) -> list[tuple[str, float]]:

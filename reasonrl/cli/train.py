@@ -103,7 +103,7 @@ def pin_run_paths(config: Any) -> Path | None:
     """Make the run folder absolute (Ray workers do not share the driver's cwd) and give this
     launch its own metrics file: verl's file logger truncates its file when it opens it, so
     a resumed run would otherwise lose the steps before the resume. Returns that file."""
-    from omegaconf import open_dict
+    from omegaconf import OmegaConf, open_dict
 
     run_dir = os.path.abspath(os.path.expanduser(str(config.trainer.default_local_dir)))
     loggers = config.trainer.logger
@@ -114,8 +114,10 @@ def pin_run_paths(config: Any) -> Path | None:
             return None
         path = os.environ.get("VERL_FILE_LOGGER_PATH") or os.path.join(run_dir, "metrics", launch_name() + ".jsonl")
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        runtime_env = config.ray_kwargs.ray_init.setdefault("runtime_env", {})
-        runtime_env.setdefault("env_vars", {})["VERL_FILE_LOGGER_PATH"] = os.path.abspath(path)
+        # force_add: a preset without runtime_env.env_vars gets them (a setdefault on a DictConfig
+        # returns a copy, so the path was silently not passed to the Ray workers)
+        env_var = "ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
+        OmegaConf.update(config, env_var, os.path.abspath(path), force_add=True)
     return Path(path)
 
 
