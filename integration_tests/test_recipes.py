@@ -93,11 +93,17 @@ def composed():
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_recipe_values_are_the_reports_values(recipe, composed):
     """Each entry of docs/report_values.yaml (value, section, basis) against the composed recipe."""
+    wrong = differences(composed[recipe], report_values()[recipe])
+    assert not wrong, f"recipe {recipe} differs from docs/report_values.yaml (recipe, table, source): {wrong}"
+
+
+def differences(config, entries: list[dict]) -> dict[str, tuple]:
+    """``key -> (config's value, table's value, source)`` where the composed config differs from
+    the table's entries (each entry's basis and source checked on the way)."""
     from omegaconf import OmegaConf
 
     from reasonrl.config import config_value
 
-    entries = report_values()[recipe]
     keys = [entry["key"] for entry in entries]
     assert len(keys) == len(set(keys)), "a key listed twice"
     wrong = {}
@@ -105,12 +111,12 @@ def test_recipe_values_are_the_reports_values(recipe, composed):
         assert entry["basis"] in BASIS_WORD and entry["source"], entry
         if entry["basis"] != "assumption":
             assert "§" in entry["source"] or "Table" in entry["source"] or "App." in entry["source"], entry
-        value = config_value(composed[recipe], entry["key"])
+        value = config_value(config, entry["key"])
         value = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
         same = value == pytest.approx(entry["value"]) if isinstance(entry["value"], float) else value == entry["value"]
         if not same:
             wrong[entry["key"]] = (value, entry["value"], entry["source"])
-    assert not wrong, f"recipe {recipe} differs from docs/report_values.yaml (recipe, table, source): {wrong}"
+    return wrong
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
@@ -271,3 +277,37 @@ def test_dual_clip_is_off_where_the_report_has_none(recipe, composed):
     actor = dataclasses.replace(actor, clip_ratio_c=3.0)  # verl's default: the floor binds on these ratios
     dual, dual_metrics = compute_policy_loss_vanilla(old, new, adv, mask, loss_agg_mode="token-mean", config=actor)
     assert dual_metrics["actor/pg_clipfrac_lower"] > 0 and not torch.allclose(dual, plain)
+
+
+#: a cluster preset per recipe (hydra_configs/preset/cluster_<recipe>.yaml): the report's scale
+CLUSTER_RECIPES = ["mimo", "kimi_k15", "longcat", "nemotron"]
+
+
+@pytest.mark.parametrize("recipe", CLUSTER_RECIPES)
+def test_cluster_preset_values_are_the_reports_values_and_pass_verls_validation(recipe):
+    """Each preset value as docs/report_values.yaml (cluster_<recipe>) states it, over its recipe,
+    and verl's own validation of the whole config (its batch sizes against the layout's devices)."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    from reasonrl.api import validate_config as validate_reasonrl
+    from reasonrl.cli.train import compose_config
+
+    config = compose_config([f"recipe={recipe}", f"+preset=cluster_{recipe}"])
+    assert config.reasonrl.preset.name == f"cluster_{recipe}" and config.reasonrl.recipe.name == recipe
+    wrong = differences(config, report_values()[f"cluster_{recipe}"])
+    assert not wrong, f"preset cluster_{recipe} differs from docs/report_values.yaml: {wrong}"
+    validate_reasonrl(config)
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+
+
+@pytest.mark.parametrize("recipe", CLUSTER_RECIPES)
+def test_every_cluster_preset_value_has_a_reference_and_says_its_basis(recipe):
+    from reasonrl.testing.yaml_lines import leaf_comments
+
+    entries = {entry["key"]: entry for entry in report_values()[f"cluster_{recipe}"]}
+    own = leaf_comments(CONFIGS / "preset" / f"cluster_{recipe}.yaml")
+    own = {key: comment for key, comment in own.items() if not key.startswith("reasonrl.preset.")}
+    assert set(own) == set(entries), (sorted(set(own) - set(entries)), sorted(set(entries) - set(own)))
+    unflagged = {key: own[key] for key, entry in entries.items() if BASIS_WORD[entry["basis"]] not in own[key]}
+    assert not unflagged, f"preset cluster_{recipe}: these comments do not say their basis: {unflagged}"

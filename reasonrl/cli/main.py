@@ -7,14 +7,21 @@ import os
 import sys
 
 from reasonrl import __version__, plotting
-from reasonrl.cli import bench_command, plugins_command, smoke_command, train
+from reasonrl.cli import bench_command, plan_command, plugins_command, smoke_command, train
 from reasonrl.contracts import CliCommand
 from reasonrl.errors import DEBUG_ENV, USER_ERROR_EXIT, UserError, debug_enabled, user_error_line
 from reasonrl.manager import call_each
 
 
 def builtin_commands() -> list[CliCommand]:
-    return [train.COMMAND, plugins_command.COMMAND, smoke_command.COMMAND, plotting.COMMAND, bench_command.COMMAND]
+    return [
+        train.COMMAND,
+        plugins_command.COMMAND,
+        smoke_command.COMMAND,
+        plotting.COMMAND,
+        bench_command.COMMAND,
+        plan_command.COMMAND,
+    ]
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, CliCommand]]:
