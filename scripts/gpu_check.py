@@ -14,7 +14,6 @@ the largest gap between vLLM's and the trainer's token probabilities (verl's
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time
@@ -35,12 +34,13 @@ def train_command(python: str, recipe: str, run_dir: Path, platform: str) -> lis
 
 
 def read_steps(run_dir: Path) -> dict[int, dict]:
+    """``{step: metrics}`` of the run's training steps (reasonrl's reader of verl's metrics files)."""
+    from reasonrl.plotting import metric_files, read_metrics_file
+
     steps: dict[int, dict] = {}
-    for path in sorted((run_dir / "metrics").glob("*.jsonl")):
-        for line in path.read_text().splitlines():
-            if line.strip():
-                record = json.loads(line)
-                steps.setdefault(int(record["step"]), {}).update(record["data"])
+    for path in metric_files(run_dir):
+        for step, metrics in read_metrics_file(path).items():
+            steps.setdefault(step, {}).update(metrics)
     return {step: data for step, data in steps.items() if "timing_s/step" in data}
 
 
@@ -51,7 +51,7 @@ def run_recipe(python: str, recipe: str, out: Path, platform: str) -> dict:
     with log.open("w") as sink:
         done = subprocess.run(train_command(python, recipe, run_dir, platform), stdout=sink, stderr=subprocess.STDOUT)
     row = {"recipe": recipe, "exit": done.returncode, "wall_s": time.perf_counter() - start, "log": str(log)}
-    steps = read_steps(run_dir) if (run_dir / "metrics").exists() else {}
+    steps = read_steps(run_dir)
     row["steps"] = len(steps)
     if steps:
         last = steps[max(steps)]
