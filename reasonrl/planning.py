@@ -96,11 +96,20 @@ class Layout:
         groups = {"tp × pp × cp": self.tp * self.pp * self.cp, "rollout tp × dp × pp": self.rollout_devices_per_replica}
         if self.engine == "megatron":
             groups["etp × ep × pp"] = self.etp * self.ep * self.pp
+        elif self.fsdp_size > 0:
+            groups["fsdp_size"] = self.fsdp_size
         for name, size in groups.items():
             if self.devices % size:
                 raise UserError(
                     "trainer.n_gpus_per_node", f"{self.devices} devices are not a multiple of {name} = {size}"
                 )
+
+
+def _dtype_bytes(config: Any, key: str, default: str) -> int:
+    name = str(_select(config, key, default))
+    if name not in DTYPE_BYTES:
+        raise UserError(key, f"dtype {name!r}: reasonrl plan knows {', '.join(sorted(DTYPE_BYTES))}")
+    return DTYPE_BYTES[name]
 
 
 def _select(config: Any, key: str, default: Any = None) -> Any:
@@ -122,7 +131,7 @@ def layout_of(config: Any) -> Layout:
         rollout_tp=int(_select(config, f"{rollout}.tensor_model_parallel_size", 1)),
         rollout_dp=int(_select(config, f"{rollout}.data_parallel_size", 1)),
         rollout_pp=int(_select(config, f"{rollout}.pipeline_model_parallel_size", 1)),
-        rollout_bytes=DTYPE_BYTES[str(_select(config, f"{rollout}.dtype", "bfloat16"))],
+        rollout_bytes=_dtype_bytes(config, f"{rollout}.dtype", "bfloat16"),
         uses_reference=bool(_select(config, f"{actor}.use_kl_loss", False))
         or bool(_select(config, "algorithm.use_kl_in_reward", False)),
     )
@@ -130,7 +139,7 @@ def layout_of(config: Any) -> Layout:
         mcore = f"{actor}.megatron"
         tp = int(_select(config, f"{mcore}.tensor_model_parallel_size", 1))
         ddp = _select(config, f"{mcore}.override_ddp_config", {}) or {}
-        dtype_bytes = DTYPE_BYTES[str(_select(config, f"{mcore}.dtype", "bfloat16"))]
+        dtype_bytes = _dtype_bytes(config, f"{mcore}.dtype", "bfloat16")
         return Layout(
             **common,
             tp=tp,
@@ -148,7 +157,7 @@ def layout_of(config: Any) -> Layout:
             reference_bytes=dtype_bytes,
         )
     fsdp = f"{actor}.fsdp_config"
-    weight_bytes = DTYPE_BYTES[str(_select(config, f"{fsdp}.model_dtype", "fp32"))]
+    weight_bytes = _dtype_bytes(config, f"{fsdp}.model_dtype", "fp32")
     return Layout(
         **common,
         weight_bytes=weight_bytes,
@@ -157,7 +166,7 @@ def layout_of(config: Any) -> Layout:
         ulysses=int(_select(config, f"{actor}.ulysses_sequence_parallel_size", 1)),
         param_offload=bool(_select(config, f"{fsdp}.param_offload", False)),
         optimizer_offload=bool(_select(config, f"{fsdp}.optimizer_offload", False)),
-        reference_bytes=DTYPE_BYTES[str(_select(config, "actor_rollout_ref.ref.fsdp_config.model_dtype", "bf16"))],
+        reference_bytes=_dtype_bytes(config, "actor_rollout_ref.ref.fsdp_config.model_dtype", "bf16"),
     )
 
 

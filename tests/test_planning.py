@@ -99,10 +99,19 @@ def test_experts_split_over_expert_parallel_and_the_router_stays_whole():
         megatron_shares(parameters, 2, False, Layout(engine="megatron", nodes=1, devices_per_node=8, ep=8, etp=1))
 
 
-def test_a_layout_that_does_not_divide_the_devices_is_named():
+def test_a_layout_that_does_not_divide_the_devices_or_an_unknown_dtype_is_named():
     layout = Layout(engine="megatron", nodes=1, devices_per_node=6, tp=4)
     with pytest.raises(UserError, match="6 devices are not a multiple of tp × pp × cp = 4"):
         layout.check()
+    with pytest.raises(UserError, match="6 devices are not a multiple of fsdp_size = 4"):
+        Layout(engine="fsdp", nodes=1, devices_per_node=6, fsdp_size=4).check()
+    from omegaconf import OmegaConf
+
+    from reasonrl.planning import layout_of
+
+    config = OmegaConf.create({"actor_rollout_ref": {"actor": {"strategy": "megatron"}, "rollout": {"dtype": "fp8"}}})
+    with pytest.raises(UserError, match="actor_rollout_ref.rollout.dtype: dtype 'fp8'"):
+        layout_of(config)
 
 
 def test_plan_reads_the_layout_from_a_cluster_preset_and_prints_the_table(tmp_path, capsys):
