@@ -202,7 +202,10 @@ def test_train_help_lists_recipes_presets_and_the_override_forms():
     result = reasonrl_fresh(["train", "--help"])
     assert result.returncode == 0, result.stderr
     assert "recipe=             kimi_k15, kimi_k15_long2short, longcat, mimo, nemotron" in result.stdout
-    assert "+preset=            cpu_tiny" in result.stdout
+    assert (
+        "+preset=            cluster_kimi_k15, cluster_longcat, cluster_mimo, cluster_nemotron, cpu_tiny"
+        in result.stdout
+    )
     # each plugin option group in the `+reasonrl/<group>=<option>` form a user must type, with examples
     assert "+reasonrl/rollout=fp8|partial|repeat_detection|seamless|staleness" in result.stdout
     assert "+reasonrl/sampling=kimi|longcat|mimo|nemotron" in result.stdout
