@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,11 @@ class Layout:
     @property
     def expert_data_parallel(self) -> int:
         return self.devices // (self.etp * self.ep * self.pp)
+
+    @property
+    def fsdp_group(self) -> int:
+        """Devices one FSDP shard group spans (``fsdp_size``; -1 or 0: every device)."""
+        return self.devices if self.fsdp_size in (-1, 0) else self.fsdp_size
 
     @property
     def rollout_devices_per_replica(self) -> int:
@@ -246,7 +251,6 @@ class StageShare:
 
     dense: float = 0.0
     expert: float = 0.0
-    names: list[str] = field(default_factory=list)
 
     @property
     def total(self) -> float:
@@ -279,7 +283,6 @@ def megatron_shares(parameters: Iterable[Parameter], layers: int, tied: bool, la
             stages[stage].expert += share
         else:
             stages[stage].dense += share
-        stages[stage].names.append(parameter.name)
 
     for parameter in parameters:
         name = parameter.name
@@ -309,9 +312,7 @@ def megatron_shares(parameters: Iterable[Parameter], layers: int, tied: bool, la
 
 def fsdp_share(parameters: Iterable[Parameter], layout: Layout) -> StageShare:
     """FSDP shards every parameter evenly over its group (``fsdp_size``; -1: every device)."""
-    group = layout.devices if layout.fsdp_size in (-1, 0) else layout.fsdp_size
-    total = sum(p.numel for p in parameters)
-    return StageShare(dense=total / group)
+    return StageShare(dense=sum(p.numel for p in parameters) / layout.fsdp_group)
 
 
 @dataclass(frozen=True)
@@ -357,8 +358,9 @@ def plan_roles(model: ModelShape, layout: Layout) -> list[RoleBytes]:
         parallel += " · SP" if layout.sequence_parallel else ""
     else:
         fullest = fsdp_share(parameters, layout)
-        group = layout.devices if layout.fsdp_size in (-1, 0) else layout.fsdp_size
-        parallel = f"FSDP over {group} devices" + (f" · Ulysses SP {layout.ulysses}" if layout.ulysses > 1 else "")
+        parallel = f"FSDP over {layout.fsdp_group} devices" + (
+            f" · Ulysses SP {layout.ulysses}" if layout.ulysses > 1 else ""
+        )
     weights, gradients, optimizer = _actor_bytes(fullest, layout)
     roles = [RoleBytes("actor", layout.devices, parallel, weights, gradients, optimizer)]
     # vLLM: dense weights split by TP and PP; experts also over the replica's DP ranks (expert parallel)

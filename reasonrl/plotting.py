@@ -25,6 +25,16 @@ def metric_files(run_dir: Path) -> list[Path]:
     return sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime) if folder.exists() else []
 
 
+def run_metrics(run_dir: Path) -> dict[int, dict[str, float]]:
+    """``{step: metrics}`` of a whole run: its launches' files merged, oldest first (a later launch's
+    record of a step wins)."""
+    merged: dict[int, dict[str, float]] = {}
+    for path in metric_files(run_dir):
+        for step, metrics in read_metrics_file(path).items():
+            merged.setdefault(step, {}).update(metrics)
+    return merged
+
+
 def read_metrics_file(path: Path) -> dict[int, dict[str, float]]:
     """``{step: {metric: value}}`` of one launch's file (a step's records are merged). A last
     line without its newline (a record being written, or cut by a kill) is left out; any other

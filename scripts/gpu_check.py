@@ -35,13 +35,9 @@ def train_command(python: str, recipe: str, run_dir: Path, platform: str) -> lis
 
 def read_steps(run_dir: Path) -> dict[int, dict]:
     """``{step: metrics}`` of the run's training steps (reasonrl's reader of verl's metrics files)."""
-    from reasonrl.plotting import metric_files, read_metrics_file
+    from reasonrl.plotting import run_metrics
 
-    steps: dict[int, dict] = {}
-    for path in metric_files(run_dir):
-        for step, metrics in read_metrics_file(path).items():
-            steps.setdefault(step, {}).update(metrics)
-    return {step: data for step, data in steps.items() if "timing_s/step" in data}
+    return {step: data for step, data in run_metrics(run_dir).items() if "timing_s/step" in data}
 
 
 def run_recipe(python: str, recipe: str, out: Path, platform: str) -> dict:

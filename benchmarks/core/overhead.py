@@ -39,7 +39,7 @@ from pathlib import Path
 from reasonrl.bridges.verl_actor_loss import LOSS_TIMING
 from reasonrl.callbacks import CALLBACK_TIMING
 from reasonrl.contracts import CliCommand
-from reasonrl.plotting import metric_files, read_metrics_file
+from reasonrl.plotting import run_metrics
 
 SETTINGS = {"without reasonrl (VERL_USE_EXTERNAL_PLUGINS=none)": "none", "with reasonrl's bridge (default)": "auto"}
 TARGET_S = 0.2
@@ -145,11 +145,7 @@ def recipe_run(recipe: str, steps: int, folder: Path) -> Path:
 
 def step_records(run_dir: Path) -> dict[int, dict]:
     """``{step: metrics}`` of a run's training steps, its launches' metrics files merged."""
-    merged: dict[int, dict] = {}
-    for path in metric_files(run_dir):
-        for step, metrics in read_metrics_file(path).items():
-            merged.setdefault(step, {}).update(metrics)
-    return {step: metrics for step, metrics in merged.items() if STEP in metrics}
+    return {step: metrics for step, metrics in run_metrics(run_dir).items() if STEP in metrics}
 
 
 def technique_rows(steps: dict[int, dict]) -> list[tuple[str, float]]:
