@@ -7,7 +7,14 @@ from __future__ import annotations
 import importlib
 
 #: Module names (inside this package) of the plugin's patches.
-SHIPPED: tuple[str, ...] = ("verl_cpu_process_group", "vllm_cpu_updatable_weights", "vllm_cpu_spec_decode_expand")
+SHIPPED: tuple[str, ...] = (
+    "verl_cpu_process_group",
+    "verl_megatron_fp32",
+    "megatron_host_device",
+    "mbridge_host_device",
+    "vllm_cpu_updatable_weights",
+    "vllm_cpu_spec_decode_expand",
+)
 
 
 def shipped() -> list:

@@ -6,6 +6,7 @@ auto-detected: a run selects it with ``VERL_PLATFORM=cpu`` (the ``cpu_tiny`` pre
 in every Ray worker), so GPU machines are unaffected.
 """
 
+import importlib.util
 import os
 
 from reasonrl.contracts import PluginInfo, Registration
@@ -31,6 +32,10 @@ def _register_engines_with_verl() -> None:
         from reasonrl.plugins.cpu_platform.verl_platform import register_fsdp_engines
 
         register_fsdp_engines(PLATFORM_NAME)
+        if importlib.util.find_spec("megatron.core") is not None and importlib.util.find_spec("mbridge") is not None:
+            from reasonrl.plugins.cpu_platform.megatron_engine import register_megatron_engines
+
+            register_megatron_engines(PLATFORM_NAME)
 
     register_engines_when_loaded(register)
 
@@ -59,8 +64,9 @@ def reasonrl_verl_registrations() -> list[Registration]:
             kind="engine",
             name="fsdp2@cpu",
             apply=_register_engines_with_verl,
-            description="verl.workers.engine.EngineRegistry: verl's FSDP/FSDP2 engines for device 'cpu' (when VERL_PLATFORM=cpu; "
-            "right after verl.workers.engine is imported)",
+            description="verl.workers.engine.EngineRegistry: verl's FSDP/FSDP2 engines for device 'cpu', and "
+            "CpuMegatronEngineWithLMHead (verl's Megatron engine on the host) where megatron-core and mbridge are "
+            "installed (when VERL_PLATFORM=cpu; right after verl.workers.engine is imported)",
         ),
     ]
 

@@ -35,6 +35,15 @@ def _register_losses() -> None:
     register_adapter_when_loaded("verl.trainer.ppo.core_algos", "reasonrl.plugins.objectives.verl_losses")
 
 
+def _register_megatron_optimizer() -> None:
+    # verl's Megatron engine has no optimizer class path: its optimizer build is wrapped (see the adapter)
+    from reasonrl.bridges.import_hooks import register_adapter_when_loaded
+
+    register_adapter_when_loaded(
+        "verl.workers.engine.megatron.transformer_impl", "reasonrl.plugins.objectives.verl_megatron_optimizer"
+    )
+
+
 def _build_schedule_callback(config):
     from reasonrl.plugins.objectives.verl_schedule import build
 
@@ -61,6 +70,14 @@ def reasonrl_verl_registrations() -> list[Registration]:
             _register_losses,
             "core_algos.POLICY_LOSS_REGISTRY['kimi_mirror_descent']",
         ),
+        Registration(
+            "verl",
+            "optimizer",
+            "IterationResetAdamW@megatron",
+            _register_megatron_optimizer,
+            "MegatronEngine._build_optimizer wrapped: megatron-core's adam, reset every iteration, where the "
+            "actor's optim names IterationResetAdamW (verl's FSDP engines build it from optim.optimizer_impl)",
+        ),
     ]
 
 
@@ -71,9 +88,12 @@ def reasonrl_trainer_callbacks() -> list[TrainerCallback]:
 
 @hookimpl
 def reasonrl_config_resolvers() -> dict:
-    from reasonrl.plugins.objectives.optimizer import updates_per_iteration
+    from reasonrl.plugins.objectives.optimizer import optimizer_config_class, updates_per_iteration
 
-    return {"reasonrl.updates_per_iteration": updates_per_iteration}
+    return {
+        "reasonrl.updates_per_iteration": updates_per_iteration,
+        "reasonrl.optimizer_config_class": optimizer_config_class,
+    }
 
 
 @hookimpl
@@ -141,16 +161,17 @@ OPTIMIZER_MODULE = "reasonrl.plugins.objectives.optimizer"
 
 def check_optimizer_reset(config) -> None:
     """Kimi's per-iteration optimizer reset (``IterationResetAdamW``) is built by verl's
-    ``build_optimizer`` (FSDP engines) and must step as many times per iteration as verl does."""
+    ``build_optimizer`` (FSDP engines) or, on verl's Megatron engine, by megatron-core with the reset
+    added (``verl_megatron_optimizer``), and must step as many times per iteration as verl does."""
     optim = "actor_rollout_ref.actor.optim"
     if config_value(config, f"{optim}.optimizer_impl") != OPTIMIZER_MODULE:
         return
     strategy = config_value(config, "actor_rollout_ref.actor.strategy")
-    if strategy not in ("fsdp", "fsdp2"):
+    if strategy not in ("fsdp", "fsdp2", "megatron"):
         raise ConfigError(
             "actor_rollout_ref.actor.strategy",
             f"is {strategy!r}: the per-iteration optimizer reset ({optim}.optimizer_impl={OPTIMIZER_MODULE}) "
-            "is built by verl's FSDP engines only (fsdp, fsdp2)",
+            "is built by verl's FSDP and Megatron engines only (fsdp, fsdp2, megatron)",
         )
     from reasonrl.plugins.objectives.optimizer import updates_per_iteration
 

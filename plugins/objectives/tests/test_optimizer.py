@@ -67,3 +67,48 @@ def test_updates_per_iteration():
         updates_per_iteration(10, 4)
     with pytest.raises(ValueError, match=">= 1"):
         IterationResetAdamW([torch.nn.Parameter(torch.zeros(1))], updates_per_iteration=0)
+
+
+def test_a_built_optimizer_resets_like_iteration_reset_adamw():
+    """verl's Megatron engine builds megatron-core's optimizer itself (torch AdamW inside): the reset
+    added afterwards gives the same parameters as IterationResetAdamW."""
+    from reasonrl.plugins.objectives.optimizer import reset_each_iteration
+
+    grads = _gradients(iterations=3, per_iteration=2)
+    start = torch.linspace(-1, 1, 5)
+    built, ours = torch.nn.Parameter(start.clone()), torch.nn.Parameter(start.clone())
+    made_elsewhere = reset_each_iteration(torch.optim.AdamW([built], lr=0.1, weight_decay=0.01), 2)
+    reference = IterationResetAdamW([ours], updates_per_iteration=2, lr=0.1, weight_decay=0.01)
+    for grad in (g for iteration in grads for g in iteration):
+        for parameter, opt in ((built, made_elsewhere), (ours, reference)):
+            parameter.grad = grad.clone()
+            opt.step()
+    torch.testing.assert_close(built.detach(), ours.detach(), rtol=0, atol=0)
+    assert isinstance(made_elsewhere, torch.optim.AdamW) and made_elsewhere.resets == reference.resets == 2
+
+
+def test_the_reset_config_follows_the_actor_engine():
+    """One option file asks for the reset on both engines: FSDP's config class keeps verl's class
+    path; on Megatron the plugin's config carries it and megatron-core builds its adam."""
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.utils.megatron.optimizer import init_megatron_optim_config
+
+    from reasonrl.cli.train import compose_config, resolve_in_driver
+    from reasonrl.plugins.objectives.megatron_optim_config import ResettingMcoreOptimizerConfig
+    from reasonrl.plugins.objectives.optimizer import optimizer_config_class
+    from reasonrl.plugins.objectives.verl_megatron_optimizer import resetting_optimizer_config
+
+    config = compose_config(["recipe=kimi_k15", "+preset=cpu_tiny_megatron"])
+    resolve_in_driver(config)
+    optim = omega_conf_to_dataclass(config.actor_rollout_ref.actor.optim)
+    assert isinstance(optim, ResettingMcoreOptimizerConfig)
+    view, updates = resetting_optimizer_config(optim)
+    assert updates == 2  # 16 prompts / 8 per update, one epoch
+    megatron = init_megatron_optim_config(view, use_distributed_optimizer=False, fp16=False, bf16=False)
+    assert (megatron.optimizer, megatron.lr, megatron.weight_decay) == ("adam", optim.lr, optim.weight_decay)
+    plain = omega_conf_to_dataclass(
+        compose_config(["recipe=longcat", "+preset=cpu_tiny_megatron"]).actor_rollout_ref.actor.optim
+    )
+    assert resetting_optimizer_config(plain) is None  # other recipes: verl's build, untouched
+    with pytest.raises(ValueError, match="FSDP and Megatron engines"):
+        optimizer_config_class("veomni")
