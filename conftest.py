@@ -21,6 +21,7 @@ LONGEST_FIRST = (
     "integration_tests/test_cpu_main_job.py",
     "integration_tests/merging/test_domain_parallel.py",
     "integration_tests/cpu_platform/test_megatron_cpu.py",
+    "integration_tests/test_ray_nodes.py",
     "integration_tests/test_plugin_alone.py",
     "integration_tests/mtp/test_mtp_main_job.py",
     "integration_tests/puzzle/test_puzzle_pipeline.py",

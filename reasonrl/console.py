@@ -67,5 +67,9 @@ class QuietConsole:
             lines = self.log.read_text(errors="replace").splitlines()
         except OSError:
             return []
-        marked = [line for line in lines if "Error" in line or "error:" in line or "Traceback" in line]
+        marked = [
+            line
+            for line in lines
+            if ("Error" in line or "error:" in line or "Traceback" in line) and "Warning:" not in line
+        ]
         return marked[-limit:]

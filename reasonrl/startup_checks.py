@@ -79,6 +79,27 @@ def _open_parent(config: Any, key: str) -> bool:
     return False
 
 
+#: verl passes this section to ``ray.init(**...)`` as it is: its keys are ``ray.init``'s arguments
+#: (``+ray_kwargs.ray_init.address=...`` joins a running cluster).
+RAY_INIT = "ray_kwargs.ray_init"
+
+
+def _check_ray_init_argument(key: str) -> None:
+    import inspect
+
+    import ray
+
+    name = key[len(RAY_INIT) + 1 :].split(".")[0]
+    arguments = sorted(p for p in inspect.signature(ray.init).parameters if p not in ("args", "kwargs"))
+    if name not in arguments:
+        hint = difflib.get_close_matches(name, arguments, n=1)
+        raise ConfigError(
+            key,
+            "not an argument of ray.init (verl passes ray_kwargs.ray_init to it)"
+            + (f"; did you mean {RAY_INIT}.{hint[0]}?" if hint else f" (arguments: {_few(arguments)})"),
+        )
+
+
 def verl_defaults() -> Any:
     """verl's own ``ppo_trainer`` config, as verl's ``main_ppo`` composes it."""
     from hydra import compose, initialize_config_module
@@ -163,6 +184,9 @@ def check_overrides(overrides: list[str], compose: Callable[[list[str]], Any]) -
             continue
         if not exists:
             if _open_parent(base, key) or _open_parent(verl_defaults(), key):
+                continue
+            if key.startswith(RAY_INIT + "."):
+                _check_ray_init_argument(key)
                 continue
             siblings = _siblings(base, key)
             hint = difflib.get_close_matches(key.rsplit(".", 1)[-1], siblings, n=1)

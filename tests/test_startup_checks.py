@@ -34,6 +34,11 @@ TINY = ["recipe=mimo", "+preset=cpu_tiny"]
         ([*TINY, "reasonrl.sampling.alpah=0.1"], "reasonrl.sampling.alpah", "did you mean reasonrl.sampling.alpha?"),
         ([*TINY, "reasonrl.rollout.token_budget=5"], "reasonrl.rollout.token_budget", "+reasonrl/rollout=<option>"),
         ([*TINY, "reasonrl.samplin.alpha=1"], "reasonrl.samplin", "no installed plugin declares"),
+        (
+            [*TINY, "+ray_kwargs.ray_init.adress=10.0.0.1:6379"],
+            "ray_kwargs.ray_init.adress",
+            "not an argument of ray.init (verl passes ray_kwargs.ray_init to it); did you mean ray_kwargs.ray_init.address?",
+        ),
     ],
 )
 def test_bad_verl_values_are_named_before_anything_runs(overrides, key, words):
@@ -49,6 +54,8 @@ def test_open_verl_sections_and_real_keys_pass():
     # Ray workers' environment variables are names of the user's choosing, even where the preset
     # already sets some (the MTP main-job test adds vLLM's logging variables this way)
     precheck([*TINY, "+ray_kwargs.ray_init.runtime_env.env_vars.VLLM_LOG_STATS_INTERVAL=1"])
+    # verl hands ray_kwargs.ray_init to ray.init: joining a running cluster (integration_tests/test_ray_nodes.py)
+    precheck([*TINY, "+ray_kwargs.ray_init.address=10.0.0.1:6379", "ray_kwargs.ray_init.num_cpus=null"])
 
 
 @pytest.mark.parametrize("recipe", ["mimo", "kimi_k15", "longcat", "nemotron"])

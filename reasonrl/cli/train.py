@@ -266,7 +266,7 @@ def run_training(config: Any) -> None:
             if metrics_path is None:
                 run_main_ppo(config)
                 return
-            outcome = "failed"
+            outcome, cause = "failed", None
             display = ProgressDisplay(metrics_path, total_steps=config.trainer.total_training_steps or 0)
             run_dir = Path(config.trainer.default_local_dir)
             console = None if verl_console() else QuietConsole(launch_log_path(run_dir))
@@ -283,11 +283,17 @@ def run_training(config: Any) -> None:
                     outcome = INTERRUPTED_BY_SIGTERM
                 elif isinstance(error, KeyboardInterrupt):
                     outcome = INTERRUPTED
+                else:
+                    from reasonrl.failures import ray_failure
+
+                    cause = ray_failure(error)
                 raise
             finally:
                 lines = summary_lines(display.record, run_dir, outcome)
                 startup = startup_clock.summary_line(startup_clock.record_path())
                 lines[-2:-2] = [startup] if startup else []  # before the checkpoint and plot lines
+                if cause:
+                    lines.insert(1, f"  cause             {cause}")
                 if console is not None:
                     if outcome == "failed":
                         lines += ["  errors in the log (last lines):", *(f"    {x}" for x in console.error_lines())]
