@@ -244,10 +244,46 @@ def check_group_size(config: Any) -> None:
         )
 
 
+def data_parallel_size(config: Any) -> int | None:
+    """The actor's data-parallel ranks: devices over its model-parallel group (FSDP: Ulysses
+    sequence parallelism; Megatron: tensor · pipeline · context parallelism)."""
+    devices = config_value(config, "trainer.n_gpus_per_node", 1) * config_value(config, "trainer.nnodes", 1)
+    actor = "actor_rollout_ref.actor"
+    if config_value(config, f"{actor}.strategy") == "megatron":
+        group = 1
+        for size in ("tensor", "pipeline", "context"):
+            group *= config_value(config, f"{actor}.megatron.{size}_model_parallel_size", 1) or 1
+    else:
+        group = config_value(config, f"{actor}.ulysses_sequence_parallel_size", 1) or 1
+    return devices // group if devices % group == 0 else None
+
+
+def check_micro_batches(config: Any) -> None:
+    """Without dynamic batch sizes, each data-parallel rank's share of a mini-batch is cut into
+    micro-batches of ``ppo_micro_batch_size_per_gpu``: it must divide the share (verl asserts it
+    only at the first update, minutes into a run)."""
+    actor = "actor_rollout_ref.actor"
+    micro = config_value(config, f"{actor}.ppo_micro_batch_size_per_gpu")
+    if config_value(config, f"{actor}.use_dynamic_bsz") or not isinstance(micro, int) or micro < 1:
+        return
+    ranks = data_parallel_size(config)
+    mini, n = config_value(config, f"{actor}.ppo_mini_batch_size"), config_value(config, "actor_rollout_ref.rollout.n")
+    if not ranks or not isinstance(mini, int) or not isinstance(n, int):
+        return
+    share = mini * n // ranks
+    if (mini * n) % ranks == 0 and share % micro:
+        raise ConfigError(
+            f"{actor}.ppo_micro_batch_size_per_gpu",
+            f"is {micro}, but each of the {ranks} data-parallel ranks gets {share} responses per update "
+            f"(ppo_mini_batch_size {mini} × rollout.n {n} / {ranks}): use a divisor of {share}",
+        )
+
+
 def check_config(config: Any) -> None:
     """The checks that read only the config (cheap: run for ``--cfg job`` too)."""
     check_required_keys(config)
     check_group_size(config)
+    check_micro_batches(config)
 
 
 def _looks_local(path: str) -> bool:

@@ -35,6 +35,12 @@ TINY = ["recipe=mimo", "+preset=cpu_tiny"]
         ([*TINY, "reasonrl.rollout.token_budget=5"], "reasonrl.rollout.token_budget", "+reasonrl/rollout=<option>"),
         ([*TINY, "reasonrl.samplin.alpha=1"], "reasonrl.samplin", "no installed plugin declares"),
         (
+            # two data-parallel ranks share 8 prompts × 4 responses: 16 each, not a multiple of 32
+            [*TINY, "trainer.n_gpus_per_node=2"],
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+            "each of the 2 data-parallel ranks gets 16 responses per update",
+        ),
+        (
             [*TINY, "+ray_kwargs.ray_init.adress=10.0.0.1:6379"],
             "ray_kwargs.ray_init.adress",
             "not an argument of ray.init (verl passes ray_kwargs.ray_init to it); did you mean ray_kwargs.ray_init.address?",
@@ -56,6 +62,15 @@ def test_open_verl_sections_and_real_keys_pass():
     precheck([*TINY, "+ray_kwargs.ray_init.runtime_env.env_vars.VLLM_LOG_STATS_INTERVAL=1"])
     # verl hands ray_kwargs.ray_init to ray.init: joining a running cluster (integration_tests/test_ray_nodes.py)
     precheck([*TINY, "+ray_kwargs.ray_init.address=10.0.0.1:6379", "ray_kwargs.ray_init.num_cpus=null"])
+    # tensor parallelism leaves one data-parallel rank: its share (32) takes micro-batches of 32
+    precheck(
+        [
+            "recipe=longcat",
+            "+preset=cpu_tiny_megatron",
+            "trainer.n_gpus_per_node=2",
+            "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
+        ]
+    )
 
 
 @pytest.mark.parametrize("recipe", ["mimo", "kimi_k15", "longcat", "nemotron"])
