@@ -153,6 +153,10 @@ def _refuse_missing_knob(base: Any, key: str) -> None:
     import dataclasses
 
     knobs = sorted(f.name for f in dataclasses.fields(group.schema))
+    if parts[2] in knobs:
+        raise ConfigError(
+            key, f"is a knob of reasonrl.{parts[1]} that this recipe's options leave unset: add it with +{key}=<value>"
+        )
     hint = difflib.get_close_matches(parts[2], knobs, n=1)
     raise ConfigError(
         key, "unknown knob" + (f"; did you mean reasonrl.{parts[1]}.{hint[0]}?" if hint else f" (knobs: {_few(knobs)})")

@@ -35,6 +35,11 @@ TINY = ["recipe=mimo", "+preset=cpu_tiny"]
         ([*TINY, "reasonrl.rollout.token_budget=5"], "reasonrl.rollout.token_budget", "+reasonrl/rollout=<option>"),
         ([*TINY, "reasonrl.samplin.alpha=1"], "reasonrl.samplin", "no installed plugin declares"),
         (
+            ["recipe=longcat", "reasonrl.sampling.pace_steps=3"],
+            "reasonrl.sampling.pace_steps",
+            "leave unset: add it with +reasonrl.sampling.pace_steps=<value>",
+        ),
+        (
             # two data-parallel ranks share 8 prompts × 4 responses: 16 each, not a multiple of 32
             [*TINY, "trainer.n_gpus_per_node=2"],
             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",

@@ -9,17 +9,20 @@ actor), the Megatron engine was the one built with the asked-for parallel layout
 sampling log-probs equal the Megatron actor's to float32 rounding (the weight sync, the local
 attention's mask and the padded vocabulary of tensor parallelism are all in that number).
 
-About 1.5-2 minutes per launch on two cores; all four in CI.
+The TP = PP = 1 longcat run also resumes from its step-2 checkpoint for a third step. About 1.5-2
+minutes per launch on two cores; all five launches in CI.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from reasonrl.plotting import run_metrics
-from reasonrl.testing.cpu_runs import run_to_end, tail, train_args, training_steps
+from reasonrl.smoke.prepare import prepare as prepare_smoke_model
+from reasonrl.testing.cpu_runs import assert_state_restored, run_to_end, tail, train_args, training_steps
 
 pytestmark = pytest.mark.integration
 
@@ -29,11 +32,11 @@ pytestmark = pytest.mark.integration
 SAME_WEIGHTS = 1e-5
 
 
-def megatron_args(recipe: str, run_dir, *overrides: str) -> list[str]:
+def megatron_args(recipe: str, run_dir, *overrides: str, steps: int = 2) -> list[str]:
     args = train_args(
         recipe,
         run_dir,
-        "trainer.total_training_steps=2",
+        f"trainer.total_training_steps={steps}",
         "trainer.val_before_train=false",
         "trainer.test_freq=-1",
         *overrides,
@@ -83,10 +86,38 @@ def kimi_ran(steps: dict, log: str) -> None:
     assert "Kimi's optimizer reset on megatron-core's adam: every 2 updates" in log, log[-3000:]
 
 
-def test_longcat_on_the_megatron_actor(tmp_path, run_tag):
-    steps, log = run_megatron("longcat", tmp_path, run_tag)
+def hf_weights(folder) -> dict:
+    from safetensors.torch import load_file
+
+    return {name: tensor for path in sorted(folder.glob("*.safetensors")) for name, tensor in load_file(path).items()}
+
+
+def largest_change(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys()
+    return max((a[name] - b[name]).abs().max().item() for name in a)
+
+
+def test_longcat_on_the_megatron_actor_checkpoints_and_resumes(tmp_path, run_tag):
+    # the sampler's settings are part of its checkpointed state: the same in both launches
+    same_pace = "+reasonrl.sampling.pace_steps=3"  # (else trainer.total_training_steps, 2 then 3)
+    steps, log = run_megatron("longcat", tmp_path, run_tag, same_pace)
     longcat_ran(steps)
     assert megatron_ranks(log) == {(0, 0)}
+    # a third step from the step-2 checkpoint: megatron's optimizer state (dist-checkpointing on the
+    # host), the weights (Hugging Face form) and the plugins' states back
+    run_dir, resume_log = tmp_path / "run", tmp_path / "resume.log"
+    result = run_to_end(megatron_args("longcat", run_dir, same_pace, steps=3), run_tag, resume_log)
+    assert result.returncode == 0, tail(resume_log)
+    assert f"resuming from {run_dir / 'global_step_2'}" in resume_log.read_text()
+    assert sorted(training_steps(run_metrics(run_dir))) == [1, 2, 3]
+    assert_state_restored("sampling", run_dir, 2, resume_log)
+    start = hf_weights(Path(prepare_smoke_model()) / "model")
+    second, third = (hf_weights(run_dir / f"global_step_{s}" / "actor" / "model" / "huggingface") for s in (2, 3))
+    # step 3 moved on from step 2's weights (one step's change), not from the start (three steps')
+    assert largest_change(third, second) < 0.6 * largest_change(third, start), (
+        largest_change(third, second),
+        largest_change(third, start),
+    )
 
 
 def test_kimi_on_the_megatron_actor(tmp_path, run_tag):

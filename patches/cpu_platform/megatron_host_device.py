@@ -14,7 +14,10 @@ and nothing outside these modules sees it. Sites (megatron-core 0.16.1):
 * ``models/common/embeddings/rotary_pos_embedding.py:78,162,297`` — rotary frequencies;
 * ``pipeline_parallel/p2p_communication.py:190-321`` — pipeline shapes, receive buffers, synchronize;
 * ``models/common/language_module/language_module.py:244`` — tied embeddings across pipeline stages
-  (``weight.data.cuda()``).
+  (``weight.data.cuda()``);
+* ``dist_checkpointing/strategies/state_dict_saver.py:204,252``, ``fully_parallel.py:272,281``,
+  ``async_utils.py:165,212,604``, ``filesystem_async.py:230``, ``exchange_utils.py:98-110`` — saving
+  and loading the optimizer's distributed checkpoint.
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ HOST_DEVICE_MODULES = (
     "megatron.core.transformer.utils",
     "megatron.core.models.common.embeddings.rotary_pos_embedding",
     "megatron.core.pipeline_parallel.p2p_communication",
+    "megatron.core.dist_checkpointing.strategies.state_dict_saver",
+    "megatron.core.dist_checkpointing.strategies.fully_parallel",
+    "megatron.core.dist_checkpointing.strategies.async_utils",
+    "megatron.core.dist_checkpointing.strategies.filesystem_async",
+    "megatron.core.dist_checkpointing.exchange_utils",
 )
 
 #: torch functions megatron calls with a ``device=`` argument at the sites above.
@@ -164,8 +172,9 @@ PATCH = Patch(
     package="megatron-core",
     versions=">=0.16.1,<0.17",
     changes=(
-        "In eight megatron.core modules (schedules, param_and_grad_buffer, utils, optimizer, clip_grads, "
-        "transformer.utils, rotary_pos_embedding, p2p_communication) the module's `torch` maps device 'cuda' / "
+        "In thirteen megatron.core modules (schedules, param_and_grad_buffer, utils, optimizer, clip_grads, "
+        "transformer.utils, rotary_pos_embedding, p2p_communication, five of dist_checkpointing) the module's "
+        "`torch` maps device 'cuda' / "
         "torch.cuda.current_device() to the host and torch.cuda.synchronize to a no-op; "
         "clip_grad_by_total_norm_fp32 without its 'torch.cuda.FloatTensor' check; "
         "LanguageModule.setup_embeddings_and_output_layer keeps the tied weight where it is. "

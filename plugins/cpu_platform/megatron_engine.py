@@ -4,15 +4,16 @@ verl registers ``MegatronEngineWithLMHead`` for cuda and npu. This subclass runs
 ``cpu`` platform with megatron-core's *local* layer spec (no Transformer Engine), fp32 and the
 changes the host needs, each where verl or megatron-core takes it for granted that a GPU exists:
 
-* megatron's RNG tracker is its inference tracker (the training tracker forks CUDA RNG state);
+* megatron's RNG tracker keeps its named states in torch's host generator (megatron's forks CUDA
+  RNG state), so dropout's streams and checkpoints' RNG states work as on a GPU;
 * the bridge builds the local spec (``ColumnParallelLinear``, ``DotProductAttention``, torch
   ``RMSNorm``) and maps its separate norm weights to the Hugging Face names; it never calls ``.cuda()``;
 * verl's 2-D padding mask (True = token) becomes the 4-D mask megatron's local attention reads
   (True = masked), causal;
 * a vocabulary padded for tensor parallelism (the smoke model's 53 rows) gets no probability on
   its padding;
-* weights go to vLLM without verl's ``load_megatron_model_to_gpu`` (nothing is offloaded on the host;
-  it reads ``param_data``, which is None without the distributed optimizer);
+* weights go to vLLM, and checkpoints are saved, without verl's ``load_megatron_model_to_gpu``
+  (nothing is offloaded on the host; it reads ``param_data``, None without the distributed optimizer);
 * megatron-core's and mbridge's CUDA device literals: the patches ``megatron-core-host-device`` and
   ``mbridge-host-device``.
 
@@ -21,6 +22,7 @@ Select it with ``+preset=cpu_tiny_megatron`` (``model_engine=megatron``, ``vanil
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -137,10 +139,50 @@ def mask_padded_vocab(output_layer: torch.nn.Module, vocab_size: int) -> None:
     output_layer.register_forward_hook(hook)
 
 
-def _init_rng_tracker() -> None:
-    from megatron.core.tensor_parallel.random import initialize_rng_tracker
+@functools.cache
+def host_rng_tracker_class() -> type:
+    """megatron-core's RNG tracker on torch's host generator (its own tracker forks CUDA RNG state)."""
+    import contextlib
 
-    initialize_rng_tracker(inference_rng_tracker=True, force_reset=True)
+    from megatron.core.tensor_parallel import random as megatron_random
+
+    class HostRNGStatesTracker(megatron_random.CudaRNGStatesTracker):
+        """Named generator states (data-parallel, tensor-parallel, expert seeds) that ``fork`` swaps
+        into torch's host generator; saved and restored with verl's checkpoints as megatron's are."""
+
+        def add(self, name, seed):
+            if seed in self.seeds_ or name in self.states_:
+                raise ValueError(f"RNG state {name!r} or seed {seed} is already tracked")
+            self.seeds_.add(seed)
+            outer = torch.get_rng_state()
+            torch.manual_seed(seed)
+            self.states_[name] = torch.get_rng_state()
+            torch.set_rng_state(outer)
+
+        @contextlib.contextmanager
+        def fork(self, name=megatron_random._MODEL_PARALLEL_RNG_TRACKER_NAME):
+            if name not in self.states_:
+                raise ValueError(f"RNG state {name!r} is not tracked")
+            outer = torch.get_rng_state()
+            torch.set_rng_state(self.states_[name])
+            try:
+                yield
+            finally:
+                self.states_[name] = torch.get_rng_state()
+                torch.set_rng_state(outer)
+
+    return HostRNGStatesTracker
+
+
+def _init_rng_tracker() -> None:
+    # Installed before verl seeds megatron's tracker (workers/engine/megatron/utils.py:38), which
+    # then adds its named states to this one.
+    from megatron.core.tensor_parallel import random as megatron_random
+
+    tracker_class = host_rng_tracker_class()
+    if not isinstance(megatron_random._CUDA_RNG_STATE_TRACKER, tracker_class):
+        megatron_random._CUDA_RNG_STATE_TRACKER = tracker_class()
+        megatron_random._CUDA_RNG_STATE_TRACKER_INITIALIZED = True
 
 
 class CpuMegatronEngineWithLMHead(MegatronEngineWithLMHead):
@@ -176,6 +218,16 @@ class CpuMegatronEngineWithLMHead(MegatronEngineWithLMHead):
             if getattr(model, "post_process", False) and model.vocab_size > vocab_size:
                 mask_padded_vocab(model.output_layer, vocab_size)
         return module
+
+    def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None, **kwargs):
+        # verl reloads "cpu" modules to the device first (transformer_impl.py:792): on the host they
+        # are already there, and the reload reads param_data, None without the distributed optimizer.
+        if self._is_offload_param:
+            return super().save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep, **kwargs)
+        self.checkpoint_mananager.save_checkpoint(
+            local_path=local_path, hdfs_path=hdfs_path, global_step=global_step, max_ckpt_to_keep=max_ckpt_to_keep
+        )
+        torch.distributed.barrier()
 
     def get_per_tensor_param(self, base_sync_done=False, **kwargs):
         if self._is_offload_param or self.peft_cls is not None or self._qat_enabled:
