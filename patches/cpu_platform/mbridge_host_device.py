@@ -28,7 +28,7 @@ PATCH = Patch(
     changes=(
         "mbridge.core.util and mbridge.core.bridge: the module's `torch` maps torch.cuda.current_device() to the "
         "host (pipeline-parallel weight export, MoE expert biases). Applied by reasonrl's CPU Megatron engine "
-        "when it is built (VERL_PLATFORM=cpu, no CUDA)."
+        "when it is built (VERL_PLATFORM=cpu)."
     ),
     upstream_issue="",  # none filed
     upstream_problem="mbridge hard-codes CUDA as the device of weights received from other pipeline stages",

@@ -156,14 +156,12 @@ def _apply() -> None:
 
 
 def needed_on_host() -> str | None:
+    # The cpu platform computes on the host whatever else the machine has (no torch import here:
+    # `reasonrl plugins` assesses patches without importing torch).
     import os
-
-    import torch
 
     if os.environ.get("VERL_PLATFORM") != "cpu":
         return "not on reasonrl's cpu platform (VERL_PLATFORM is not cpu)"
-    if torch.cuda.is_available():
-        return "CUDA is available: megatron-core's device literals are right here"
     return None
 
 
@@ -178,7 +176,7 @@ PATCH = Patch(
         "torch.cuda.current_device() to the host and torch.cuda.synchronize to a no-op; "
         "clip_grad_by_total_norm_fp32 without its 'torch.cuda.FloatTensor' check; "
         "LanguageModule.setup_embeddings_and_output_layer keeps the tied weight where it is. "
-        "Applied by reasonrl's CPU Megatron engine when it is built (VERL_PLATFORM=cpu, no CUDA)."
+        "Applied by reasonrl's CPU Megatron engine when it is built (VERL_PLATFORM=cpu)."
     ),
     upstream_issue="",  # none filed
     upstream_problem="megatron-core hard-codes CUDA as the device of its buffers, masks and norms (no device argument)",
