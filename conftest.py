@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import pytest
 
-#: test modules, longest first (CI's --durations, 2026-11-28: 540 s, 4 × 250-290 s, ...)
+#: test modules, longest first (CI's --durations, 2026-11-28: main job 4 × 270-290 s, Megatron on
+#: CPU 5 launches ~800 s, domain-parallel 630 s, two Ray nodes 410 s, ...)
 LONGEST_FIRST = (
     "integration_tests/test_cpu_main_job.py",
-    "integration_tests/merging/test_domain_parallel.py",
     "integration_tests/cpu_platform/test_megatron_cpu.py",
+    "integration_tests/merging/test_domain_parallel.py",
     "integration_tests/test_ray_nodes.py",
     "integration_tests/test_plugin_alone.py",
     "integration_tests/mtp/test_mtp_main_job.py",
