@@ -25,7 +25,7 @@ def ray_failure(error: BaseException) -> str | None:
             f"a Ray node was lost ({error}); the run stopped. Run the same command to resume from the last checkpoint"
         )
     if not isinstance(error, RayActorError):
-        return None
+        return _worker_error(error)
     # the TaskRunner's RayTaskError carries the worker's own error as ``cause``
     cause = getattr(error, "cause", None)
     fields = dict(_ACTOR_FIELDS.findall(f"{error}\n{cause or ''}"))
@@ -35,3 +35,21 @@ def ray_failure(error: BaseException) -> str | None:
         f"a Ray worker died{f': {worker}' if worker else ''}{f' ({where})' if where else ''} — its process ended (killed, out of "
         "memory, or its node lost); the run stopped. Run the same command to resume from the last checkpoint"
     )
+
+
+def _worker_error(error: BaseException) -> str | None:
+    """A worker's own exception, as Ray hands it to the driver (``RayTaskError``): its type and first
+    line, and the remote call it came from."""
+    from ray.exceptions import RayTaskError
+
+    if not isinstance(error, RayTaskError):
+        return None
+    cause = getattr(error, "cause", None)
+    if cause is None:
+        return None
+    message = (str(cause).strip().splitlines() or [""])[0][:200]
+    # Ray's traceback text names each remote call it passed through ("ray::Actor.method()"): the last
+    # is where the exception was raised
+    calls = re.findall(r"ray::([\w.]+)\(\)", str(error))
+    where = calls[-1] if calls else "a Ray worker"
+    return f"{type(cause).__name__}: {message} (raised in {where}; the traceback is below / in the log)"

@@ -36,3 +36,24 @@ def test_the_task_runners_wrapped_error_is_recognised():
 def test_other_errors_have_no_ray_cause():
     assert ray_failure(ValueError("bad value")) is None
     assert ray_failure(ActorDiedError()).startswith("a Ray worker died — its process ended")
+
+
+def test_a_workers_own_exception_is_named_with_its_call():
+    # Ray's traceback text as the driver got it from a failed checkpoint save (abridged)
+    traceback = (
+        "ray::TaskRunnerV1.run() (pid=24480, ip=192.0.2.2)\n  File ...\n"
+        "ray.exceptions.RayTaskError(AttributeError): ray::WorkerDict.actor_rollout_save_checkpoint() (pid=24635)\n"
+    )
+    wrapped = RayTaskError("run", traceback, AttributeError("'NoneType' object has no attribute 'storage'"))
+    line = ray_failure(wrapped.as_instanceof_cause())
+    assert line.startswith(
+        "AttributeError: 'NoneType' object has no attribute 'storage' (raised in WorkerDict.actor_rollout_save_checkpoint"
+    ), line
+
+
+def test_the_cpu_platform_asks_for_megatron_without_failing_where_it_is_absent():
+    from reasonrl.plugins.cpu_platform import installed
+
+    # importlib.util.find_spec("megatron.core") raises when `megatron` itself is missing (the README's
+    # main job installs no megatron extra): the check must answer False instead
+    assert installed("torch") and not installed("no_such_package_here.core")

@@ -21,6 +21,14 @@ def _register_with_verl() -> None:
     register(PLATFORM_NAME)
 
 
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported (a dotted name whose parent package is missing too: False)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # find_spec imports the parents: `megatron` absent without the megatron extra
+        return False
+
+
 def _register_engines_with_verl() -> None:
     # Only in processes that run on this platform: importing verl's FSDP engine is heavy,
     # and GPU runs never need it.
@@ -32,7 +40,7 @@ def _register_engines_with_verl() -> None:
         from reasonrl.plugins.cpu_platform.verl_platform import register_fsdp_engines
 
         register_fsdp_engines(PLATFORM_NAME)
-        if importlib.util.find_spec("megatron.core") is not None and importlib.util.find_spec("mbridge") is not None:
+        if installed("megatron.core") and installed("mbridge"):
             from reasonrl.plugins.cpu_platform.megatron_engine import register_megatron_engines
 
             register_megatron_engines(PLATFORM_NAME)
