@@ -6,7 +6,7 @@ belong in host memory: the two modules get the ``torch`` of ``megatron-core-host
 
 from __future__ import annotations
 
-from reasonrl.patches.cpu_platform.megatron_host_device import HostTorch, needed_on_host
+from reasonrl.patches.cpu_platform.megatron_host_device import needed_on_host, use_host_torch
 from reasonrl.patching import Patch
 
 #: mbridge modules whose ``torch`` maps CUDA to the host (the sites are in the docstring).
@@ -14,11 +14,7 @@ HOST_DEVICE_MODULES = ("mbridge.core.util", "mbridge.core.bridge")
 
 
 def _apply() -> None:
-    import importlib
-
-    host_torch = HostTorch()
-    for module_name in HOST_DEVICE_MODULES:
-        importlib.import_module(module_name).torch = host_torch
+    use_host_torch(HOST_DEVICE_MODULES)
 
 
 PATCH = Patch(

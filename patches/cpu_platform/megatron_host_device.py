@@ -136,14 +136,21 @@ def _tied_embeddings_on_host(original):
     return setup_embeddings_and_output_layer
 
 
+def use_host_torch(module_names: tuple[str, ...]) -> None:
+    """Give each named module a :class:`HostTorch` as its ``torch``."""
+    import importlib
+
+    host_torch = HostTorch()
+    for module_name in module_names:
+        importlib.import_module(module_name).torch = host_torch
+
+
 def _apply() -> None:
     import importlib
 
     from megatron.core.models.common.language_module.language_module import LanguageModule
 
-    host_torch = HostTorch()
-    for module_name in HOST_DEVICE_MODULES:
-        importlib.import_module(module_name).torch = host_torch
+    use_host_torch(HOST_DEVICE_MODULES)
     clip_grads = importlib.import_module("megatron.core.optimizer.clip_grads")
     clip_grads.clip_grad_by_total_norm_fp32 = clip_grad_by_total_norm_fp32
     for importer in ("megatron.core.optimizer.optimizer", "megatron.core.optimizer.layer_wise_optimizer"):

@@ -15,11 +15,11 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import torch
 from verl.workers.engine.megatron import transformer_impl
 
+from reasonrl.plugins.objectives import OPTIMIZER_MODULE
 from reasonrl.plugins.objectives.optimizer import IterationResetAdamW, reset_each_iteration
-
-OPTIMIZER_MODULE = "reasonrl.plugins.objectives.optimizer"
 
 
 class _AdamView:
@@ -60,8 +60,8 @@ def _wrap(original):
         config = init_megatron_optim_config(
             view,
             use_distributed_optimizer=self.engine_config.use_distributed_optimizer,
-            fp16=self.param_dtype == torch_dtype("float16"),
-            bf16=self.param_dtype == torch_dtype("bfloat16"),
+            fp16=self.param_dtype == torch.float16,
+            bf16=self.param_dtype == torch.bfloat16,
         )
         optimizer = get_megatron_optimizer(model=self.module, config=config)
         transformer_impl.register_megatron_training_hooks(self.module, optimizer)
@@ -77,12 +77,6 @@ def _wrap(original):
 
     _build_optimizer.__reasonrl_adapter__ = __name__
     return _build_optimizer
-
-
-def torch_dtype(name: str):
-    import torch
-
-    return getattr(torch, name)
 
 
 def register() -> None:
