@@ -17,7 +17,9 @@ and nothing outside these modules sees it. Sites (megatron-core 0.16.1):
   (``weight.data.cuda()``);
 * ``dist_checkpointing/strategies/state_dict_saver.py:204,252``, ``fully_parallel.py:272,281``,
   ``async_utils.py:165,212,604``, ``filesystem_async.py:230``, ``exchange_utils.py:98-110`` — saving
-  and loading the optimizer's distributed checkpoint.
+  and loading the optimizer's distributed checkpoint;
+* ``transformer/multi_token_prediction.py:179,337`` — MTP's context-parallel roll buffers and its
+  per-depth loss log.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ HOST_DEVICE_MODULES = (
     "megatron.core.dist_checkpointing.strategies.async_utils",
     "megatron.core.dist_checkpointing.strategies.filesystem_async",
     "megatron.core.dist_checkpointing.exchange_utils",
+    "megatron.core.transformer.multi_token_prediction",
 )
 
 #: torch functions megatron calls with a ``device=`` argument at the sites above.
@@ -177,8 +180,9 @@ PATCH = Patch(
     package="megatron-core",
     versions=">=0.16.1,<0.17",
     changes=(
-        "In thirteen megatron.core modules (schedules, param_and_grad_buffer, utils, optimizer, clip_grads, "
-        "transformer.utils, rotary_pos_embedding, p2p_communication, five of dist_checkpointing) the module's "
+        "In fourteen megatron.core modules (schedules, param_and_grad_buffer, utils, optimizer, clip_grads, "
+        "transformer.utils, rotary_pos_embedding, p2p_communication, five of dist_checkpointing, "
+        "multi_token_prediction) the module's "
         "`torch` maps device 'cuda' / "
         "torch.cuda.current_device() to the host and torch.cuda.synchronize to a no-op; "
         "clip_grad_by_total_norm_fp32 without its 'torch.cuda.FloatTensor' check; "

@@ -49,12 +49,32 @@ def host_bridge(bridge: Any, vocab_divisor: int) -> Any:
             "input_layernorm.weight": LOCAL_SPEC_NORMS["input_layernorm.weight"],
         }
         _MLP_MAPPING = {**base._MLP_MAPPING, "pre_mlp_layernorm.weight": LOCAL_SPEC_NORMS["pre_mlp_layernorm.weight"]}
+        # an MTP layer's transformer layer is mapped through the attention map (mbridge's MiMo)
+        _ATTENTION_MAPPING = {
+            **base._ATTENTION_MAPPING,
+            "input_layernorm.weight": LOCAL_SPEC_NORMS["input_layernorm.weight"],
+        }
 
         def _get_transformer_layer_spec(self, vp_stage=None):
             self.has_vp_stage = True
             return get_gpt_decoder_block_spec(
                 self.config, use_transformer_engine=False, normalization="RMSNorm", vp_stage=vp_stage
             )
+
+        def _get_gptmodel_args(self) -> dict:
+            # mbridge's bridges (MiMo, DeepSeek-V3) build their MTP block for Transformer Engine
+            # when mtp_num_layers is set: hidden from them, the local spec's block here instead
+            layers, self.config.mtp_num_layers = self.config.mtp_num_layers, None
+            try:
+                arguments = super()._get_gptmodel_args()
+            finally:
+                self.config.mtp_num_layers = layers
+            if layers:
+                from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec, get_gpt_mtp_block_spec
+
+                layer = get_gpt_layer_local_spec(normalization="RMSNorm", qk_layernorm=self.config.qk_layernorm)
+                arguments["mtp_block_spec"] = get_gpt_mtp_block_spec(self.config, layer, use_transformer_engine=False)
+            return arguments
 
         def get_model(
             self,
