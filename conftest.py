@@ -25,6 +25,7 @@ LONGEST_FIRST = (
     "integration_tests/test_ray_nodes.py",
     "integration_tests/test_plugin_alone.py",
     "integration_tests/mtp/test_mtp_main_job.py",
+    "integration_tests/mtp/test_mtp_megatron.py",
     "integration_tests/puzzle/test_puzzle_pipeline.py",
     "integration_tests/mtp/test_mtp_vllm.py",
 )

@@ -11,56 +11,12 @@ import re
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import AutoTokenizer
 
+from integration_tests.mtp.mimo_checkpoints import offline_acceptance
 from reasonrl.bridges.verl_actor_loss import LOSS_TIMING
-from reasonrl.plugins.mtp.cli import attach_checkpoint
-from reasonrl.smoke.data import write_sequences
-from reasonrl.smoke.prepare import prepare
 from reasonrl.testing.cpu_runs import assert_steps_trained, launch_metrics, run_to_end, tail, train_args
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def mimo_checkpoint(tmp_path_factory):
-    """The smoke model with one attached MTP layer, built once for the module (both runs only read
-    it: verl loads it, the runs save to their own folders)."""
-    root = tmp_path_factory.mktemp("smoke_mimo")
-    return smoke_mimo(root), root / "held_out.jsonl"
-
-
-def smoke_mimo(tmp_path):
-    source = prepare() / "model"
-    tokenizer = AutoTokenizer.from_pretrained(source)
-
-    write_sequences(tmp_path, tokenizer, "mimo")  # as `reasonrl smoke sequences --out DIR` writes them
-    attach_checkpoint(
-        source,
-        1,
-        tmp_path / "train.jsonl",
-        tmp_path / "held_out.jsonl",
-        tmp_path / "model",
-        steps=300,
-        log=lambda line: None,
-    )
-    return tmp_path / "model"
-
-
-def offline_acceptance(model_dir, held_out) -> tuple[float, float]:
-    """Depth-1 sampled acceptance of the checkpoint's MTP layer and of a fresh one, offline."""
-    from transformers import AutoModelForCausalLM
-
-    from reasonrl.plugins.mtp.hf_model import new_mtp_layer, register_with_transformers
-    from reasonrl.plugins.mtp.training import acceptance, read_sequences
-
-    register_with_transformers()
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    sequences = read_sequences(held_out)
-    trained = acceptance(model, sequences, prompt_length=5)["sampled"][0]
-    torch.manual_seed(0)
-    model.model.mtp_layers[0] = new_mtp_layer(model)
-    return trained, acceptance(model, sequences, prompt_length=5)["sampled"][0]
 
 
 def saved_actor(run_dir):

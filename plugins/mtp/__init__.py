@@ -4,7 +4,8 @@ Framework-free module, loss and λ schedule (``core.py``); attachment to Hugging
 MiMo's checkpoint class (``hf_model.py``: registered with transformers in verl's and vLLM's
 processes); training, replication and acceptance (``training.py``, ``reasonrl mtp``); the vLLM
 multi-layer drafter (``vllm_drafter.py``); knobs mapped onto verl's own MTP config
-(``config.py``) and megatron-core's (``megatron_adapter.py``); the MTP loss on verl's FSDP SFT
+(``config.py``) and megatron-core's (``megatron_adapter.py``; MiMo's function on verl's Megatron
+actor: ``megatron_mimo.py``, ``verl_megatron.py``); the MTP loss on verl's FSDP SFT
 trainer (``verl_sft.py``) and RL actor (``verl_rl.py``); ``reasonrl bench mtp``.
 """
 
@@ -39,6 +40,13 @@ def _register_engines() -> None:
         register_engines()
 
     register_engines_when_loaded(register)
+
+
+def _register_megatron_mimo() -> None:
+    # verl's Megatron engine builds megatron-core's MTP (DeepSeek-V3's function): MiMo's, once built
+    from reasonrl.bridges.import_hooks import register_adapter_when_loaded
+
+    register_adapter_when_loaded("verl.workers.engine.megatron.transformer_impl", "reasonrl.plugins.mtp.verl_megatron")
 
 
 def _register_drafter() -> None:
@@ -77,6 +85,14 @@ def reasonrl_verl_registrations() -> list[Registration]:
             _register_engines,
             "EngineRegistry['mtp_language_model'] = verl's FSDP engine + the model's MTP losses in model_output "
             "(verl's megatron engine as is); right after verl.workers.engine is imported",
+        ),
+        Registration(
+            "verl",
+            "megatron_model",
+            "mimo_mtp",
+            _register_megatron_mimo,
+            "MegatronEngine._build_megatron_module wrapped: a MiMo model's MTP block computes MiMo's function "
+            "(h^0 before the final norm, un-normed chaining), mbridge's input_proj halves reordered",
         ),
     ]
 

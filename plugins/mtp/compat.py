@@ -240,4 +240,23 @@ def embedding_and_head(model: Any) -> tuple[Callable, Callable]:
     return embed, head
 
 
-REACHES = (FSDP_ENGINE, SFT_TRAINER, MTP_DRAFTER, MTP_LOSS_INTERNALS, MTP_FORWARD_INTERNALS)
+def _mtp_on_megatron(config: Any) -> bool:
+    return bool(config_value(config, "actor_rollout_ref.model.mtp.enable")) and (
+        config_value(config, "actor_rollout_ref.actor.strategy") == "megatron"
+    )
+
+
+MIMO_MTP_BLOCK = Reach(
+    name="megatron.mtp-block-forward",
+    package="megatron-core",
+    versions=MEGATRON_0_16,
+    touches="MultiTokenPredictionBlock.forward (subclassed: MiMo's inputs), MultiTokenPredictionLayer._postprocess "
+    "(subclassed: no final norm on the state handed on), TransformerBlock.final_layernorm (pre-hooked: h^0), "
+    "get_mtp_layer_offset; verl's MegatronEngine._build_megatron_module (wrapped)",
+    used_by="mtp plugin's MiMo MTP function on verl's Megatron actor (megatron_mimo.py, verl_megatron.py)",
+    public_hook="an MTP block spec option for the state each depth receives (pre-/post-norm)",
+    needed=_mtp_on_megatron,
+)
+
+
+REACHES = (FSDP_ENGINE, SFT_TRAINER, MTP_DRAFTER, MTP_LOSS_INTERNALS, MTP_FORWARD_INTERNALS, MIMO_MTP_BLOCK)

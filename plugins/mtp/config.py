@@ -95,14 +95,6 @@ def check_run(config) -> None:
             "verl's megatron MTP loss keeps one λ (mtp_loss_scaling_factor = reasonrl.mtp.loss_weight) for the whole run: "
             "leave switch_at at 0 (the schedule applies to `reasonrl mtp` training)",
         )
-    if settings.train and select("actor_rollout_ref.actor.strategy") == "megatron":
-        # measured: megatron_adapter.forward_agreement (test_megatron_loss.py)
-        raise ConfigError(
-            "actor_rollout_ref.actor.strategy",
-            "megatron-core 0.16.1's MTP forward is not MiMo's (it feeds depth 1 the main hidden state after the "
-            "final norm and chains normed outputs; MiMo and vLLM's MiMo drafter use both before it), so MTP layers "
-            "trained there are not the layers vLLM drafts with: train MiMo MTP on the FSDP engine (fsdp / fsdp2)",
-        )
     if settings.train and select("actor_rollout_ref.actor.strategy") != "megatron":
         # verl's FSDP actor ignores mtp.enable_train: our loss comes in through reasonrl's trainer mode
         require_trainer_mode(config, "training the MTP layers on an FSDP actor (else verl keeps them frozen)")

@@ -188,7 +188,9 @@ def forward_agreement(depth: int, seed: int = 0) -> dict:
     * ``post_norm_h0_only``: h^0 after the main final norm (megatron-core 0.16.1 puts the decoder's
       final layernorm in its last layer, so MTP receives the normed state), chaining as MiMo;
     * ``megatron_convention``: that, and depth k chained on depth k-1's *normed* output (megatron's
-      ``MultiTokenPredictionLayer._postprocess`` applies ``final_layernorm`` before handing on).
+      ``MultiTokenPredictionLayer._postprocess`` applies ``final_layernorm`` before handing on);
+    * ``megatron_mimo``: megatron's model again, its MTP block turned into MiMo's by
+      ``megatron_mimo.use_mimo_function``, against ``mimo_definition``.
 
     Norm weights are randomised (1 + 0.5·N(0,1)) so a norm applied or skipped shows."""
     from reasonrl.compat.megatron import close_single_process, init_single_process
@@ -227,6 +229,19 @@ def forward_agreement(depth: int, seed: int = 0) -> dict:
         ]
     result["positions"] = [int(valid.sum()) for valid in ours.valid]
     result["ce_scale"] = max(ce.abs().max().item() for ce in theirs[:depth])
+    # the same model with megatron_mimo's block: MiMo's function, against the definition
+    from reasonrl.plugins.mtp.megatron_mimo import use_mimo_function
+
+    use_mimo_function(model)
+    mimo = []
+    restore = record_language_model_losses(model, mimo)
+    model(input_ids=tokens, position_ids=torch.arange(length).expand_as(tokens), attention_mask=mask, labels=labels)
+    restore()
+    layers = _our_layers(model, captured["block_kwargs"], False)
+    ours = mtp_token_losses(layers, captured["h0_before_norm"].transpose(0, 1), tokens, embed, head)
+    result["megatron_mimo"] = [
+        (ce - megatron_ce)[valid].abs().max().item() for ce, valid, megatron_ce in zip(ours.per_token, ours.valid, mimo)
+    ]
     close_single_process()
     return result
 

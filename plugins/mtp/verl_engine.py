@@ -116,7 +116,7 @@ def fsdp_engine_class() -> type:
 
 def register_engines() -> None:
     """``EngineRegistry[mtp_language_model]``: the MTP engine for fsdp/fsdp2 on every device verl's
-    own FSDP engine knows (and cpu), verl's megatron engine as is. Idempotent."""
+    own FSDP engine knows (and cpu), verl's megatron engine as is (:func:`megatron_engine_class`). Idempotent."""
     from verl.workers.engine.base import EngineRegistry
 
     from reasonrl.compat.verl import engine_registered
@@ -126,6 +126,20 @@ def register_engines() -> None:
         for device in ("cuda", "npu", "cpu"):
             if engine_registered(MODEL_TYPE, backend, device) is None:
                 EngineRegistry.register(model_type=MODEL_TYPE, backend=backend, device=device)(engine)
-    megatron = engine_registered("language_model", "megatron", "cuda")
-    if megatron is not None and engine_registered(MODEL_TYPE, "megatron", "cuda") is None:
-        EngineRegistry.register(model_type=MODEL_TYPE, backend="megatron", device="cuda")(megatron)
+    for device in ("cuda", "npu", "cpu"):
+        if engine_registered(MODEL_TYPE, "megatron", device) is None:
+            EngineRegistry.register(model_type=MODEL_TYPE, backend="megatron", device=device)(megatron_engine_class())
+
+
+@functools.cache
+def megatron_engine_class() -> type:
+    """A stand-in for verl's Megatron language-model engine of this process's device, looked up when
+    the engine is built: a platform plugin (cpu_platform) may register its engine after this plugin."""
+    from verl.workers.engine.base import BaseEngine, EngineRegistry
+
+    class MegatronLanguageModelEngine(BaseEngine):
+        def __new__(cls, *args, **kwargs):
+            # an instance of the registered class (not of this one: Python does not run __init__ twice)
+            return EngineRegistry.get_engine_cls("language_model", "megatron")(*args, **kwargs)
+
+    return MegatronLanguageModelEngine

@@ -225,3 +225,24 @@ def test_the_mtp_engine_is_verls_fsdp_engine_under_its_own_model_type():
     assert training_depths(model_config(True, True)) == 3
     assert training_depths(model_config(True, False)) == 0  # MiMo RL: frozen layers, verl's engine behaviour
     assert training_depths(model_config(False, True)) == 0
+
+
+def test_the_mtp_model_type_on_megatron_builds_the_devices_own_megatron_engine(monkeypatch):
+    """On megatron the model type is verl's engine as is — whichever class is registered for the device
+    when the engine is built (the cpu platform registers its engine after this plugin registered)."""
+    from verl.workers.engine.base import BaseEngine, EngineRegistry
+
+    from reasonrl.compat.verl import engine_registered
+    from reasonrl.plugins.mtp.verl_engine import MODEL_TYPE, megatron_engine_class, register_engines
+
+    register_engines()
+    assert all(engine_registered(MODEL_TYPE, "megatron", d) is megatron_engine_class() for d in ("cuda", "cpu"))
+
+    class RegisteredLater(BaseEngine):
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+    monkeypatch.setenv("VERL_ENGINE_DEVICE", "later_device")
+    monkeypatch.setitem(EngineRegistry._engines["language_model"]["megatron"], "later_device", RegisteredLater)
+    engine = megatron_engine_class()(model_config="m", engine_config="e")
+    assert type(engine) is RegisteredLater and engine.kwargs == {"model_config": "m", "engine_config": "e"}
