@@ -48,6 +48,13 @@ def _register_engines_with_verl() -> None:
     register_engines_when_loaded(register)
 
 
+def _register_checkpoint_engine() -> None:
+    # verl's disaggregated weight sync (separate_async, fully_async) has accelerator engines only
+    from reasonrl.bridges.import_hooks import register_adapter_when_loaded
+
+    register_adapter_when_loaded("verl.checkpoint_engine.base", "reasonrl.plugins.cpu_platform.gloo_checkpoint_engine")
+
+
 @hookimpl
 def reasonrl_plugin_info() -> PluginInfo:
     return PluginInfo(
@@ -75,6 +82,15 @@ def reasonrl_verl_registrations() -> list[Registration]:
             description="verl.workers.engine.EngineRegistry: verl's FSDP/FSDP2 engines for device 'cpu', and "
             "CpuMegatronEngineWithLMHead (verl's Megatron engine on the host) where megatron-core and mbridge are "
             "installed (when VERL_PLATFORM=cpu; right after verl.workers.engine is imported)",
+        ),
+        Registration(
+            upstream="verl",
+            kind="checkpoint_engine",
+            name="gloo",
+            apply=_register_checkpoint_engine,
+            description="verl.checkpoint_engine.CheckpointEngineRegistry['gloo'] = GlooCheckpointEngine: weights "
+            "from actor rank 0 to the update's rollout workers over gloo (actor_rollout_ref.rollout."
+            "checkpoint_engine.backend=gloo); right after verl.checkpoint_engine.base is imported",
         ),
     ]
 

@@ -113,7 +113,7 @@ CHECKPOINT_ENGINE = "actor_rollout_ref.rollout.checkpoint_engine.backend"
 
 def check_async_mode(config) -> None:
     """verl's ``separate_async`` (disaggregated rollout) moves weights through a non-``naive``
-    checkpoint engine (nccl / nixl / mooncake ...) and asserts so only inside its trainer, after Ray
+    checkpoint engine (nccl / nixl / mooncake ...; gloo on CPU) and asserts so only inside its trainer, after Ray
     and the workers have started: refused here first. (``colocate_async`` runs on vLLM's CPU build:
     its abort path needs patch ``vllm-pause-generation-mode`` on vLLM 0.32, applied by reasonrl.)"""
     if config_value(config, "trainer.v1.trainer_mode") != "separate_async":
@@ -123,8 +123,7 @@ def check_async_mode(config) -> None:
         raise ConfigError(
             CHECKPOINT_ENGINE,
             "is 'naive', but trainer.v1.trainer_mode=separate_async needs a checkpoint engine that sends weights "
-            "to a separate rollout pool (nccl, nixl, mooncake, ...: GPU machines); on a CPU machine use trainer "
-            "mode reasonrl_sync, reasonrl_colocate_async or colocate_async",
+            "to a separate rollout pool: nccl, nixl, mooncake, ... on GPU machines, gloo on a CPU machine",
         )
 
 
