@@ -26,6 +26,7 @@ LONGEST_FIRST = (
     "integration_tests/test_plugin_alone.py",
     "integration_tests/mtp/test_mtp_main_job.py",
     "integration_tests/mtp/test_mtp_megatron.py",
+    "integration_tests/cpu_platform/test_gloo_separate_async.py",
     "integration_tests/puzzle/test_puzzle_pipeline.py",
     "integration_tests/mtp/test_mtp_vllm.py",
 )

@@ -78,6 +78,7 @@ class GlooCheckpointEngine(CheckpointEngine):
         self.group = self.store = None
         self.updates = 0  # updates this engine took part in (sender or receiver)
         self.last_version: int | None = None  # global_steps of the last update received
+        self._bytes = self._byte_sum = 0  # of the current update: printed at its end
 
     # ---------------------------------------------------------------- topology, per update
     def prepare(self) -> GroupAddress | None:
@@ -137,6 +138,20 @@ class GlooCheckpointEngine(CheckpointEngine):
     def _send_bucket(self, bucket: torch.Tensor, length: int, layout: dict, is_last: bool) -> None:
         self._broadcast_layout({"bucket_meta": layout, "length": length, "is_last": is_last})
         self._broadcast(bucket[:length])
+        self._count(bucket[:length])
+
+    def _count(self, payload: torch.Tensor) -> None:
+        self._bytes += payload.numel()
+        self._byte_sum += int(payload.sum(dtype=torch.int64))
+
+    def _report(self, role: str, global_steps) -> None:
+        # sender and receivers print the same two numbers when the weights arrived intact
+        print(
+            f"[reasonrl] gloo checkpoint engine: {role} weights of global step {global_steps}: "
+            f"{self._bytes} bytes, byte sum {self._byte_sum}",
+            flush=True,
+        )
+        self._bytes = self._byte_sum = 0
 
     @torch.no_grad()
     async def send_weights(self, weights: Generator[tuple[str, torch.Tensor], None, None], global_steps=None):
@@ -161,6 +176,7 @@ class GlooCheckpointEngine(CheckpointEngine):
             offset += meta.chunk_size
         self._send_bucket(bucket, offset, layout, is_last=True)
         self.updates += 1
+        self._report("sent", global_steps)
         return {"checkpoint_engine/gloo_updates": float(self.updates)}
 
     async def _chunks(self) -> AsyncGenerator[tuple[TensorMeta, torch.Tensor], None]:
@@ -168,6 +184,7 @@ class GlooCheckpointEngine(CheckpointEngine):
             header = self._broadcast_layout(None)
             bucket = torch.empty(header["length"], dtype=torch.uint8)
             self._broadcast(bucket)
+            self._count(bucket)
             for meta in header["bucket_meta"].values():
                 # a copy: viewing the bytes as the weight's dtype needs an aligned start
                 yield meta, bucket[meta.offset : meta.offset + meta.chunk_size].clone()
@@ -181,6 +198,7 @@ class GlooCheckpointEngine(CheckpointEngine):
             yield name, weight
         self.updates += 1
         self.last_version = global_steps
+        self._report("received", global_steps)
 
     def state(self) -> dict[str, Any]:
         """What this engine has done (for tests and metrics): updates taken part in, last version."""
