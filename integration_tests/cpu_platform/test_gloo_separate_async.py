@@ -1,12 +1,14 @@
 """verl's ``separate_async`` trainer mode on the CPU with the gloo checkpoint engine (issue 45).
 
-verl 0.9.1's disaggregated mode serves rollouts from a standalone vLLM replica on its own (logical)
-GPU beside the colocated one, and moves the trainer's weights there through a checkpoint engine —
-NCCL/NIXL/... on GPU machines, the cpu_platform plugin's ``gloo`` here. One launch of the nemotron
-recipe (its sampler left out: reasonrl's samplers run in reasonrl's trainer modes only), two steps:
-the standalone replica receives the weights at start and after every step, byte for byte what actor
-rank 0 sent (both print the byte count and byte sum), and the steps train on samples at most one
-version old (verl's ``trajectory_staleness``). About two minutes on two cores.
+verl 0.9.1's disaggregated mode serves rollouts from standalone vLLM replicas on their own (logical)
+GPUs and moves the trainer's weights there through a checkpoint engine — NCCL/NIXL/... on GPU
+machines, the cpu_platform plugin's ``gloo`` here. One launch of the nemotron recipe (its sampler
+left out: reasonrl's samplers run in reasonrl's trainer modes only), generation only on one
+standalone replica (``hybrid_engine=false``: generation apart from training, with the core's patch
+``verl-separate-async-standalone``), two steps: the replica receives the weights at start and after
+every step, byte for byte what actor rank 0 sent (both print the byte count and byte sum), and the
+steps train on samples at most one version old (verl's ``trajectory_staleness``). About two
+minutes on two cores.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ SEPARATE_ASYNC = (
     "~reasonrl/sampling",
     "trainer.v1.trainer_mode=separate_async",
     "actor_rollout_ref.rollout.checkpoint_engine.backend=gloo",
-    # the standalone rollout pool: one replica on a second logical GPU
+    # the standalone rollout pool: one replica on a second logical GPU, the only one generating
+    "actor_rollout_ref.hybrid_engine=false",
     "actor_rollout_ref.rollout.nnodes=1",
     "actor_rollout_ref.rollout.n_gpus_per_node=1",
     "ray_kwargs.ray_init.num_gpus=2",
