@@ -10,16 +10,20 @@ projects each half with the other's weights. This patch swaps the two input halv
 from __future__ import annotations
 
 import functools
-
-import torch
+from typing import TYPE_CHECKING
 
 from reasonrl.patching import Patch
+
+if TYPE_CHECKING:  # torch is imported where it is used: listing patches imports no torch
+    import torch
 
 _NAME = "eh_proj.weight"
 
 
 def swap_input_halves(weight: torch.Tensor) -> torch.Tensor:
     """[H, 2H] ``[a | b]`` → ``[b | a]`` along the input dimension (its own inverse)."""
+    import torch
+
     first, second = weight.chunk(2, dim=1)
     return torch.cat([second, first], dim=1)
 
