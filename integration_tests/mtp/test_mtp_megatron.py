@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from integration_tests.cpu_platform.test_megatron_cpu import SAME_WEIGHTS, hf_weights, megatron_args
-from integration_tests.mtp.mimo_checkpoints import offline_acceptance
+from integration_tests.mtp.mimo_checkpoints import VLLM_STATS_LINES, offline_acceptance, online_acceptance
 from reasonrl.plotting import run_metrics
 from reasonrl.testing.cpu_runs import run_to_end, tail, training_steps
 
@@ -63,10 +62,7 @@ def test_mimo_mtp_trains_on_the_megatron_actor_and_drafts_losslessly_in_vllm(tmp
         "+reasonrl/mtp=mimo",
         "reasonrl.mtp.train=true",
         f"actor_rollout_ref.model.path={model}",
-        # vLLM's periodic stats lines carry the drafts' acceptance (as in test_mtp_main_job.py)
-        "actor_rollout_ref.rollout.disable_log_stats=false",
-        "+ray_kwargs.ray_init.runtime_env.env_vars.VLLM_LOG_STATS_INTERVAL=1",
-        "+ray_kwargs.ray_init.runtime_env.env_vars.VLLM_LOGGING_LEVEL=INFO",
+        *VLLM_STATS_LINES,  # vLLM's stats lines carry the drafts' acceptance
     ]
     result = run_to_end(megatron_args("mimo", run_dir, *overrides), run_tag, log)
     assert result.returncode == 0, tail(log)
@@ -82,10 +78,8 @@ def test_mimo_mtp_trains_on_the_megatron_actor_and_drafts_losslessly_in_vllm(tmp
         # dummy weights: both syncs, before and after the update, reached it)
         assert metrics["training/rollout_probs_diff_max"] < SAME_WEIGHTS, (step, metrics)
     # the drafter holds the trained layer, not a fresh one (the rates vLLM logged over the run)
-    counts = re.findall(r"Accepted: (\d+) tokens, Drafted: (\d+) tokens", text)
-    drafted = sum(int(d) for _, d in counts)
+    drafted, online = online_acceptance(text)
     assert drafted > 0, tail(log)
-    online = sum(int(a) for a, _ in counts) / drafted
     trained, untrained = offline_acceptance(model, held_out)
     assert abs(online - trained) < abs(online - untrained), (online, trained, untrained)
     # saved in MiMo's layout: one update's change of the checkpoint's layer (swapped halves would
