@@ -56,10 +56,12 @@ def config_value(config: Any, key: str, default: Any = None) -> Any:
 
 
 #: reasonrl's verl trainer modes: verl's synchronous trainer / its colocated asynchronous trainer
-#: (partial rollout across weight updates), each plus the plugin callbacks (bridges/verl_trainer.py).
+#: (partial rollout across weight updates) / its disaggregated asynchronous trainer (standalone
+#: generation replicas fed by a checkpoint engine), each plus the plugin callbacks (bridges/verl_trainer.py).
 REASONRL_TRAINER_MODE = "reasonrl_sync"
 REASONRL_ASYNC_TRAINER_MODE = "reasonrl_colocate_async"
-REASONRL_TRAINER_MODES = (REASONRL_TRAINER_MODE, REASONRL_ASYNC_TRAINER_MODE)
+REASONRL_SEPARATE_ASYNC_TRAINER_MODE = "reasonrl_separate_async"
+REASONRL_TRAINER_MODES = (REASONRL_TRAINER_MODE, REASONRL_ASYNC_TRAINER_MODE, REASONRL_SEPARATE_ASYNC_TRAINER_MODE)
 
 
 def require_trainer_mode(config: Any, needs: str, modes: tuple[str, ...] = REASONRL_TRAINER_MODES) -> None:

@@ -20,7 +20,10 @@ import pytest
 from reasonrl.plotting import run_metrics
 from reasonrl.testing.cpu_runs import run_to_end, tail, train_args, training_steps
 
-pytestmark = pytest.mark.integration
+# opt-in (`pytest --run-slow`): the DORA test (integration_tests/rollout/test_dora.py, in CI) runs verl's
+# separate_async trainer over the same gloo engine with reasonrl's replica-by-replica manager; this one
+# keeps verl's own all-replicas manager
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SEPARATE_ASYNC = (
     "~reasonrl/sampling",

@@ -16,7 +16,14 @@ staleness-bounded streaming), Llama-Nemotron §5.2.3 (FP8 generation).
 
 from __future__ import annotations
 
-from reasonrl.config import REASONRL_TRAINER_MODE, ConfigError, config_value, require_agent_loop, require_trainer_mode
+from reasonrl.config import (
+    REASONRL_SEPARATE_ASYNC_TRAINER_MODE,
+    REASONRL_TRAINER_MODE,
+    ConfigError,
+    config_value,
+    require_agent_loop,
+    require_trainer_mode,
+)
 from reasonrl.contracts import ConfigGroup, PluginInfo, TrainerCallback
 from reasonrl.hookspecs import hookimpl
 from reasonrl.plugins.rollout.config import ROLLOUT_GROUP
@@ -66,6 +73,23 @@ def reasonrl_request_transforms(config) -> list:
     return transform_factories(settings_from(config))
 
 
+def dora_parameter_sync_step(train_batch_size, ppo_mini_batch_size) -> int:
+    """verl's separate_async takes ``train_batch_size / ppo_mini_batch_size`` mini-batches per weight sync
+    (it asserts the product); a batch that is not a whole number of mini-batches is refused here."""
+    batch, mini = int(train_batch_size), int(ppo_mini_batch_size)
+    if mini <= 0 or batch % mini:
+        raise ConfigError(
+            "actor_rollout_ref.actor.ppo_mini_batch_size",
+            f"({mini}) must divide data.train_batch_size ({batch}) in verl's separate_async (DORA)",
+        )
+    return batch // mini
+
+
+@hookimpl
+def reasonrl_config_resolvers() -> dict:
+    return {"reasonrl.dora_parameter_sync_step": dora_parameter_sync_step}
+
+
 @hookimpl
 def reasonrl_api_functions() -> dict:
     from reasonrl.plugins.rollout.seamless import fifo_early_termination
@@ -84,7 +108,9 @@ def check_rollout(config) -> None:
     partial = settings.token_budget is not None
     if settings.repetition_detection or partial:
         require_agent_loop(config, AGENT_LOOP, "repeat detection / partial rollout (+reasonrl/rollout=<option>)")
-    if partial or settings.seamless or settings.staleness is not None:
+    if settings.dora:
+        check_dora(config)
+    elif partial or settings.seamless or settings.staleness is not None:
         option = "partial" if partial else "staleness" if settings.staleness is not None else "seamless"
         require_trainer_mode(
             config,
@@ -107,6 +133,39 @@ def check_rollout(config) -> None:
     check_fp8(config)
 
 
+def check_dora(config) -> None:
+    """DORA runs in trainer mode ``reasonrl_separate_async`` on reasonrl's replay buffer (its staleness rule
+    replaces verl's prompt-age rule, so verl's ``max_off_policy_threshold`` must be off), with at least two
+    standalone generation replicas (one replica holds one version)."""
+    require_trainer_mode(
+        config,
+        "DORA (+reasonrl/rollout=dora: generation replicas apart from the trainer)",
+        modes=(REASONRL_SEPARATE_ASYNC_TRAINER_MODE,),
+    )
+    buffer = config_value(config, "trainer.v1.sampler.custom_sampler.name")
+    if buffer != "ReportingReplayBuffer":
+        raise ConfigError(
+            "trainer.v1.sampler.custom_sampler.name",
+            f"is {buffer!r}: DORA's staleness rule runs in reasonrl's ReportingReplayBuffer (+reasonrl/rollout=dora sets it)",
+        )
+    if config_value(config, "trainer.v1.sampler.max_off_policy_threshold") is not None:
+        raise ConfigError(
+            "trainer.v1.sampler.max_off_policy_threshold",
+            "must be null with DORA: reasonrl.rollout.staleness bounds samples by the versions that generated them "
+            "(verl's threshold counts the prompt's age)",
+        )
+    tensor_parallel = int(config_value(config, "actor_rollout_ref.rollout.tensor_model_parallel_size", 1) or 1)
+    devices = int(config_value(config, "actor_rollout_ref.rollout.nnodes", 0) or 0) * int(
+        config_value(config, "actor_rollout_ref.rollout.n_gpus_per_node", 0) or 0
+    )
+    if devices // max(1, tensor_parallel) < 2:
+        raise ConfigError(
+            "actor_rollout_ref.rollout.n_gpus_per_node",
+            f"DORA needs >= 2 standalone generation replicas (rollout.nnodes x n_gpus_per_node / tensor parallel = "
+            f"{devices} / {tensor_parallel}): one replica holds one policy version",
+        )
+
+
 #: verl's checkpoint-engine key: how weights reach the rollout replicas
 CHECKPOINT_ENGINE = "actor_rollout_ref.rollout.checkpoint_engine.backend"
 
@@ -116,13 +175,13 @@ def check_async_mode(config) -> None:
     checkpoint engine (nccl / nixl / mooncake ...; gloo on CPU) and asserts so only inside its trainer, after Ray
     and the workers have started: refused here first. (``colocate_async`` runs on vLLM's CPU build:
     its abort path needs patch ``vllm-pause-generation-mode`` on vLLM 0.32, applied by reasonrl.)"""
-    if config_value(config, "trainer.v1.trainer_mode") != "separate_async":
+    if config_value(config, "trainer.v1.trainer_mode") not in ("separate_async", REASONRL_SEPARATE_ASYNC_TRAINER_MODE):
         return
     backend = config_value(config, CHECKPOINT_ENGINE, "naive")
     if backend == "naive":
         raise ConfigError(
             CHECKPOINT_ENGINE,
-            "is 'naive', but trainer.v1.trainer_mode=separate_async needs a checkpoint engine that sends weights "
+            "is 'naive', but verl's separate_async trainer needs a checkpoint engine that sends weights "
             "to a separate rollout pool: nccl, nixl, mooncake, ... on GPU machines, gloo on a CPU machine",
         )
 

@@ -30,4 +30,24 @@ AGENT_LOOP_STOP_REASON = Reach(
     needed=_rollout_requests_transformed,
 )
 
-REACHES = (AGENT_LOOP_STOP_REASON,)
+
+def _dora_on(config: Any) -> bool:
+    return bool(config_value(config, "reasonrl.rollout.dora"))
+
+
+DORA_CHECKPOINT_MANAGER = Reach(
+    name="verl.dora-checkpoint-manager",
+    package="verl",
+    versions=VERL_0_9,
+    touches="CheckpointEngineManager (subclassed: update_weights over a subset of .replicas, build_process_group, "
+    "checkpoint_engine.base._worker_cls), RolloutReplica.abort_all_requests/release_kv_cache/resume_kv_cache/"
+    "resume_generation/server_address/server_handle/workers, GlobalRequestLoadBalancer.remove_servers/add_servers, "
+    "PPOTrainerSeparateAsync.standalone_checkpoint_manager/standalone_server_manager (replaced after on_init_end), "
+    "the trajectory tags min/max_global_steps in TransferQueue",
+    used_by="rollout plugin (DORA: replicas updated a group at a time, staleness by the trajectories' versions)",
+    public_hook="a configurable checkpoint-manager class for the v1 trainers (verl's experimental/separation has an "
+    "FQN checkpoint_manager_class the v1 trainers do not read), per-replica update_weights",
+    needed=_dora_on,
+)
+
+REACHES = (AGENT_LOOP_STOP_REASON, DORA_CHECKPOINT_MANAGER)

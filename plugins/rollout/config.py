@@ -61,8 +61,8 @@ class RolloutConfig:
     )
     staleness: int | None = knob(
         None,
-        help="LongCat §3.1.1 DORA: policy versions a finished sample may lag the trainer (>= 0); runs the "
-        "seamless schedule and keeps its surplus finished groups for later steps; null: off",
+        help="LongCat §3.1.1 DORA: policy versions a finished sample may lag the trainer (>= 0); without `dora`: "
+        "runs the seamless schedule and keeps its surplus finished groups for later steps; null: off",
     )
     reuse_ratio: float = knob(
         0.0,
@@ -70,6 +70,19 @@ class RolloutConfig:
         "the staleness bound)",
         low=0.0,
         high=1.0,
+    )
+
+    dora: bool = knob(
+        False,
+        help="LongCat §3.1.1 DORA: generation replicas apart from the trainer (trainer mode reasonrl_separate_async), "
+        "updated a group at a time so that several policy versions generate at once; a finished group trains "
+        "while its oldest version is at most `staleness` behind",
+    )
+    dora_update_group: int = knob(
+        1,
+        help="DORA: replicas updated per weight sync (the oldest first; any that would lag more than `staleness` "
+        "versions are updated too); the number of replicas: all at once, as verl does",
+        low=1,
     )
 
     @property
@@ -83,6 +96,14 @@ class RolloutConfig:
             )
         if self.staleness is not None and int(self.staleness) < 0:
             raise ConfigError(f"{KEY}.staleness", f"must be >= 0 policy versions (or null: off), got {self.staleness}")
+        if self.dora and self.staleness is None:
+            raise ConfigError(f"{KEY}.staleness", "DORA needs its bound: staleness >= 0 policy versions")
+        if self.dora and (self.seamless or self.token_budget is not None):
+            raise ConfigError(
+                f"{KEY}.dora",
+                "runs verl's separate_async streaming: not with seamless rollout or token_budget (synchronous "
+                "schedules); pick one",
+            )
         if self.token_budget is not None and self.staleness is not None:
             raise ConfigError(
                 f"{KEY}.staleness",

@@ -284,11 +284,75 @@ class StalenessRolloutCallback(SeamlessRolloutCallback):
             metrics[f"reasonrl/rollout/staleness_{count}"] = float(metrics.get(STREAM_METRICS + count, 0.0))
 
 
+class DoraRolloutCallback(RolloutCallback):
+    """LongCat's DORA (§3.1.1) in trainer mode ``reasonrl_separate_async``: at init end the trainer's
+    standalone checkpoint manager becomes DORA's (``verl_dora``: a group of replicas updated at a time,
+    the others generating on with their versions) and reasonrl's replay buffer drops a finished group
+    by its trajectories' own versions (``dora.too_stale``: verl's ``min_global_steps`` tags) instead of
+    its prompt's age. Each trained batch's versions are logged (``reasonrl/rollout/dora_batch_*``) and
+    appended to the timeline."""
+
+    def __init__(self, settings: RolloutConfig) -> None:
+        super().__init__(settings)
+        self.staleness = int(settings.staleness)
+        self.group_size = int(settings.dora_update_group)
+        self.timeline_path: str | None = None
+
+    def on_init_end(self, trainer, **kwargs) -> None:
+        import os
+
+        from reasonrl.plugins.rollout.dora import too_stale
+        from reasonrl.plugins.rollout.verl_dora import TIMELINE, build_manager
+
+        if getattr(trainer, "reporting_buffer", None) is None or not hasattr(trainer, "standalone_checkpoint_manager"):
+            raise ValueError(
+                "reasonrl.rollout.dora: runs in trainer mode reasonrl_separate_async with reasonrl's replay buffer "
+                "(+reasonrl/rollout=dora sets both)"
+            )
+        self.timeline_path = os.path.join(str(trainer.config.trainer.default_local_dir), TIMELINE)
+        manager = build_manager(trainer, self.group_size, self.staleness, self.timeline_path)
+        # verl's on_init_end has just sent every replica the weights of this step (start or resume)
+        manager.versions = [int(trainer.global_steps)] * len(manager.replicas)
+        manager._record(list(range(len(manager.replicas))), int(trainer.global_steps), launch=True)
+        trainer.standalone_checkpoint_manager = manager
+        staleness = self.staleness
+        trainer.reporting_buffer.stale_rule = lambda step, tags: too_stale(
+            step, [tag.get("min_global_steps") for tag in tags], staleness
+        )
+        print(
+            f"[reasonrl] DORA: {len(manager.replicas)} generation replicas, {self.group_size} updated per weight sync, "
+            f"samples trained at most {staleness} versions behind",
+            flush=True,
+        )
+
+    def before_advantage(self, trainer, batch, metrics: dict) -> None:
+        import json
+        import time
+
+        super().before_advantage(trainer, batch, metrics)
+        step = int(trainer.global_steps)
+        # per response: the oldest and newest versions that generated it (verl's tags; they differ when a
+        # request crossed its replica's update and was continued on another)
+        oldest = [tag.get("min_global_steps") for tag in batch.tags if tag.get("min_global_steps") is not None]
+        newest = [tag.get("max_global_steps") for tag in batch.tags if tag.get("max_global_steps") is not None]
+        if not oldest:
+            return
+        metrics["reasonrl/rollout/dora_batch_versions"] = float(len(set(oldest)))
+        metrics["reasonrl/rollout/dora_batch_oldest_lag"] = float((step - 1) - min(oldest))
+        metrics["reasonrl/rollout/dora_batch_spanning"] = float(sum(a != b for a, b in zip(oldest, newest)))
+        if self.timeline_path is not None:
+            counts = {str(v): oldest.count(v) for v in sorted(set(oldest))}  # responses per oldest version
+            with open(self.timeline_path, "a") as out:
+                out.write(json.dumps({"t": time.time(), "step": step, "trained_versions": counts}) + "\n")
+
+
 def build(config: Any) -> RolloutCallback | None:
-    """The callback when repeat detection, partial rollout, seamless or staleness-bounded rollout is on."""
+    """The callback when repeat detection, partial rollout, seamless, staleness-bounded rollout or DORA is on."""
     from reasonrl.plugins.rollout.config import settings_from
 
     settings = settings_from(config)
+    if settings.dora:
+        return DoraRolloutCallback(settings)
     if settings.staleness is not None:
         return StalenessRolloutCallback(settings)
     if settings.seamless:

@@ -341,7 +341,23 @@ class ReportingReplayBuffer(ReplayBuffer):
 class ReportingReplayBufferAsync(ReportingReplayBuffer, ReplayBufferAsync):
     """The reporting buffer on verl's async sampling (stale / DAPO / failed groups evicted and
     refilled one for one, ``max_off_policy_threshold``): finished groups reported as in the sync
-    buffer; no held groups or streaming schedule (the trainer refuses those outside reasonrl_sync)."""
+    buffer; no held groups or streaming schedule (the trainer refuses those outside reasonrl_sync).
+
+    A callback may replace verl's staleness rule (the prompt's age in steps since it was submitted)
+    by one on the trajectories' own version tags (``stale_rule``)."""
+
+    #: given the step and a finished group's trajectory tags (verl's ``min_global_steps`` /
+    #: ``max_global_steps``: the policy versions that generated each response), True to evict the group
+    #: as stale (verl refills its slot); None: verl's rule
+    stale_rule: Callable[[int, list[dict]], bool] | None = None
+
+    def _stale_terminal_keys(self, global_steps: int, partition_id: str) -> set[str]:
+        if self.stale_rule is None or partition_id == "val":
+            return super()._stale_terminal_keys(global_steps, partition_id)
+        tags: dict[str, list[dict]] = {}
+        for key, tag in self.partitions[partition_id].items():
+            tags.setdefault(key.split("_")[0], []).append(tag)
+        return {uid for uid in self.finished_keys[partition_id] if self.stale_rule(global_steps, tags.get(uid, []))}
 
 
 def _add_metrics(total: dict, new: dict) -> None:

@@ -1,9 +1,10 @@
-"""verl trainer modes ``reasonrl_sync`` and ``reasonrl_colocate_async``: verl's synchronous trainer
-and its colocated asynchronous trainer, each plus plugin callbacks.
+"""verl trainer modes ``reasonrl_sync``, ``reasonrl_colocate_async`` and ``reasonrl_separate_async``:
+verl's synchronous trainer, its colocated and its disaggregated asynchronous trainer, each plus
+plugin callbacks.
 
-Selected with ``trainer.v1.trainer_mode=reasonrl_sync`` (what the plugins' options set) or
-``trainer.v1.trainer_mode=reasonrl_colocate_async`` (verl's own trainer registry). Each behaves
-exactly as verl's ``sync`` / ``colocate_async`` trainer — verl branches on the mode's *name* in
+Selected with ``trainer.v1.trainer_mode=reasonrl_sync`` (what the plugins' options set),
+``reasonrl_colocate_async`` or ``reasonrl_separate_async`` (verl's own trainer registry). Each behaves
+exactly as verl's ``sync`` / ``colocate_async`` / ``separate_async`` trainer — verl branches on the mode's *name* in
 several places, so the instance reports verl's name — and calls every
 :class:`~reasonrl.contracts.TrainerCallback` that plugins declare and the run needs (one mixin,
 ``verl_trainer_classes.ReasonrlTrainerMixin``).
@@ -14,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from reasonrl.config import REASONRL_ASYNC_TRAINER_MODE, REASONRL_TRAINER_MODE
+from reasonrl.config import REASONRL_ASYNC_TRAINER_MODE, REASONRL_SEPARATE_ASYNC_TRAINER_MODE, REASONRL_TRAINER_MODE
 
 
 def build_callbacks(config: Any) -> list[tuple[str, Any]]:
@@ -42,9 +43,17 @@ def register() -> None:
     """Add reasonrl's trainer modes to verl's trainer registry (idempotent)."""
     from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, register_trainer
 
-    from reasonrl.bridges.verl_trainer_classes import ReasonrlColocateAsyncTrainer, ReasonrlSyncTrainer
+    from reasonrl.bridges.verl_trainer_classes import (
+        ReasonrlColocateAsyncTrainer,
+        ReasonrlSeparateAsyncTrainer,
+        ReasonrlSyncTrainer,
+    )
 
-    modes = ((REASONRL_TRAINER_MODE, ReasonrlSyncTrainer), (REASONRL_ASYNC_TRAINER_MODE, ReasonrlColocateAsyncTrainer))
+    modes = (
+        (REASONRL_TRAINER_MODE, ReasonrlSyncTrainer),
+        (REASONRL_ASYNC_TRAINER_MODE, ReasonrlColocateAsyncTrainer),
+        (REASONRL_SEPARATE_ASYNC_TRAINER_MODE, ReasonrlSeparateAsyncTrainer),
+    )
     for mode, trainer in modes:
         if TRAINER_REGISTRY.get(mode) is not trainer:
             register_trainer(mode)(trainer)

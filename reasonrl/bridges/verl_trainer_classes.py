@@ -1,8 +1,9 @@
-"""The trainer classes behind verl trainer modes ``reasonrl_sync`` and ``reasonrl_colocate_async``
-(see ``verl_trainer.py``): one mixin, :class:`ReasonrlTrainerMixin` — plugin callbacks, prompt source,
-checkpointed state — on verl's ``PPOTrainerSync`` and on its ``PPOTrainerColocateAsync`` (verl's
-partial rollout: unfinished requests aborted at the end of sampling and resumed after the weight
-update).
+"""The trainer classes behind verl trainer modes ``reasonrl_sync``, ``reasonrl_colocate_async`` and
+``reasonrl_separate_async`` (see ``verl_trainer.py``): one mixin, :class:`ReasonrlTrainerMixin` — plugin
+callbacks, prompt source, checkpointed state — on verl's ``PPOTrainerSync``, its
+``PPOTrainerColocateAsync`` (verl's partial rollout: unfinished requests aborted at the end of sampling
+and resumed after the weight update) and its ``PPOTrainerSeparateAsync`` (generation on standalone
+replicas, weights sent through a checkpoint engine).
 
 Imported only where verl's trainers are imported (verl's TaskRunner), never at ``import verl``.
 """
@@ -28,7 +29,7 @@ from reasonrl.bridges import verl_actor_loss
 from reasonrl.bridges.verl_trainer import build_callbacks, callback_state_path, single_prompt_source
 from reasonrl.callbacks import CALLBACK_TIMING, CheckpointedState, GroupCarrier, RolloutSchedule, single
 from reasonrl.checkpoints import after_verl_save, before_verl_save, load_checkpointed_state
-from reasonrl.compat.verl import colocate_async_trainer_base, sync_trainer_base
+from reasonrl.compat.verl import colocate_async_trainer_base, separate_async_trainer_base, sync_trainer_base
 from reasonrl.evaluation import validation_pass_at_k
 from reasonrl.state_io import digest, save_state
 
@@ -51,6 +52,7 @@ SETUP_PARTS = {
 
 PPOTrainerSync = sync_trainer_base()  # version-guarded: overrides verl internals (compat.verl.SYNC_TRAINER)
 PPOTrainerColocateAsync = colocate_async_trainer_base()  # likewise (compat.verl.ASYNC_TRAINER)
+PPOTrainerSeparateAsync = separate_async_trainer_base()  # likewise (compat.verl.SEPARATE_ASYNC_TRAINER)
 
 
 class ReasonrlTrainerMixin:
@@ -373,3 +375,10 @@ class ReasonrlColocateAsyncTrainer(ReasonrlTrainerMixin, PPOTrainerColocateAsync
     across weight updates, ``trainer.v1.colocate_async.num_warmup_batches``) with the same callbacks."""
 
     VERL_MODE = "colocate_async"
+
+
+class ReasonrlSeparateAsyncTrainer(ReasonrlTrainerMixin, PPOTrainerSeparateAsync):
+    """Trainer mode ``reasonrl_separate_async``: verl's ``PPOTrainerSeparateAsync`` (standalone generation
+    replicas, ``trainer.v1.separate_async.*``, a non-naive checkpoint engine) with the same callbacks."""
+
+    VERL_MODE = "separate_async"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from reasonrl.compat import Reach, config_value, declare
-from reasonrl.config import REASONRL_ASYNC_TRAINER_MODE, REASONRL_TRAINER_MODES
+from reasonrl.config import REASONRL_ASYNC_TRAINER_MODE, REASONRL_SEPARATE_ASYNC_TRAINER_MODE, REASONRL_TRAINER_MODES
 
 VERL_0_9 = ">=0.9.1,<0.10"
 
@@ -22,6 +22,10 @@ def _trainer_mode_is_ours(config: Any) -> bool:
 
 def _async_trainer_mode_is_ours(config: Any) -> bool:
     return config_value(config, "trainer.v1.trainer_mode") == REASONRL_ASYNC_TRAINER_MODE
+
+
+def _separate_async_trainer_mode_is_ours(config: Any) -> bool:
+    return config_value(config, "trainer.v1.trainer_mode") == REASONRL_SEPARATE_ASYNC_TRAINER_MODE
 
 
 def _reporting_buffer_selected(config: Any) -> bool:
@@ -66,6 +70,20 @@ ASYNC_TRAINER = declare(
         public_hook="a trainer callback API in verl's v1 trainer; trainer-mode behaviour keyed on a class attribute, "
         "not on the registered name",
         needed=_async_trainer_mode_is_ours,
+    )
+)
+
+SEPARATE_ASYNC_TRAINER = declare(
+    Reach(
+        name="verl.separate-async-trainer",
+        package="verl",
+        versions=VERL_0_9,
+        touches="PPOTrainerSeparateAsync (subclassed with the same overrides as verl.sync-trainer), its "
+        "standalone_checkpoint_manager / standalone_server_manager attributes, the trainer_mode attribute set to "
+        "'separate_async'",
+        used_by="trainer mode reasonrl_separate_async (verl's disaggregated rollout + plugin callbacks)",
+        public_hook="a trainer callback API in verl's v1 trainer; a configurable checkpoint-manager class",
+        needed=_separate_async_trainer_mode_is_ours,
     )
 )
 
@@ -131,6 +149,14 @@ def colocate_async_trainer_base() -> type:
     from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
 
     return PPOTrainerColocateAsync
+
+
+def separate_async_trainer_base() -> type:
+    """verl's ``PPOTrainerSeparateAsync`` (trainer mode ``reasonrl_separate_async`` subclasses it)."""
+    SEPARATE_ASYNC_TRAINER.require()
+    from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
+
+    return PPOTrainerSeparateAsync
 
 
 def replay_buffer_async_base() -> type:

@@ -71,6 +71,13 @@ def test_penalty_lands_on_the_scored_token_of_stopped_responses_only():
     assert metrics["reasonrl/rollout/stop_reason_known"] == 3
 
 
+#: DORA on this machine: two standalone vLLM replicas on logical GPUs 2 and 3, weights over gloo
+DORA_CPU = (
+    "actor_rollout_ref.rollout.checkpoint_engine.backend=gloo actor_rollout_ref.rollout.nnodes=1 "
+    "actor_rollout_ref.rollout.n_gpus_per_node=2 ray_kwargs.ray_init.num_gpus=3"
+)
+
+
 def test_start_up_refuses_bad_values_naming_the_key():
     from reasonrl.composition import compose_config
     from reasonrl.plugins.rollout import check_rollout
@@ -109,6 +116,30 @@ def test_start_up_refuses_bad_values_naming_the_key():
         ("+reasonrl/rollout=staleness trainer.v1.trainer_mode=reasonrl_colocate_async", "trainer.v1.trainer_mode"),
         # ... and cannot share the step with partial rollout (both decide when a group leaves it)
         ("+reasonrl/rollout=[repeat_detection,partial,seamless]", "reasonrl.rollout.seamless"),
+        # DORA: standalone replicas (two at least: one replica holds one version) ...
+        ("+reasonrl/rollout=dora", "actor_rollout_ref.rollout.n_gpus_per_node"),
+        (
+            f"+reasonrl/rollout=dora {DORA_CPU} actor_rollout_ref.rollout.n_gpus_per_node=1",
+            "actor_rollout_ref.rollout.n_gpus_per_node",
+        ),
+        # ... in reasonrl's separate_async mode, with its buffer's rule instead of verl's prompt-age rule ...
+        (f"+reasonrl/rollout=dora {DORA_CPU} trainer.v1.trainer_mode=separate_async", "trainer.v1.trainer_mode"),
+        (
+            f"+reasonrl/rollout=dora {DORA_CPU} trainer.v1.sampler.max_off_policy_threshold=2",
+            "trainer.v1.sampler.max_off_policy_threshold",
+        ),
+        (
+            f"+reasonrl/rollout=dora {DORA_CPU} trainer.v1.sampler.custom_sampler.name=null",
+            "trainer.v1.sampler.custom_sampler.name",
+        ),
+        (f"+reasonrl/rollout=dora {DORA_CPU} reasonrl.rollout.staleness=null", "reasonrl.rollout.staleness"),
+        # ... a weight-sending checkpoint engine ...
+        (
+            "+reasonrl/rollout=dora " + DORA_CPU.replace("backend=gloo", "backend=naive"),
+            "actor_rollout_ref.rollout.checkpoint_engine.backend",
+        ),
+        # ... and not with the synchronous schedules
+        (f"+reasonrl/rollout=[dora,partial] {DORA_CPU}", "reasonrl.rollout.dora"),
     ):
         with pytest.raises(ConfigError) as error:
             check_rollout(compose_config([*base, *override.split()]))
@@ -125,6 +156,11 @@ def test_start_up_refuses_bad_values_naming_the_key():
     check_rollout(compose_config([*base, "+reasonrl/rollout=[repeat_detection,partial]"]))
     check_rollout(compose_config(["recipe=mimo", "+preset=cpu_tiny", "+reasonrl/rollout=seamless"]))
     check_rollout(compose_config(["recipe=longcat", "+preset=cpu_tiny", "+reasonrl/rollout=staleness"]))
+    dora = compose_config(["recipe=longcat", "+preset=cpu_tiny", "+reasonrl/rollout=dora", *DORA_CPU.split()])
+    check_rollout(dora)
+    assert dora.trainer.v1.separate_async.parameter_sync_step == 2  # cpu_tiny: 16 prompts, mini-batches of 8
+    longcat = compose_config(["recipe=longcat", "+reasonrl/rollout=dora"])
+    assert longcat.trainer.v1.separate_async.parameter_sync_step == 1024 // 256
 
 
 class _FakeEngine:
@@ -247,3 +283,47 @@ def test_the_staleness_schedule_owns_the_kept_group_rule_the_replay_buffer_appli
     reused, waiting, stale = callback.split_kept(sorted(versions), 5, 4, versions.get, launches.get)
     assert stale == ["c"]
     assert reused == ["e", "b"] and waiting == ["a", "d"]  # quota 0.5 · 4 = 2, oldest version, then launch
+
+
+def test_a_request_crossing_its_replicas_update_keeps_each_tokens_own_log_probability():
+    """DORA's continued requests (``verl_dora``): when a replica is updated, its in-flight requests are
+    aborted and verl's ``FullyAsyncLLMServerClient`` continues them with their tokens on another replica
+    (another version). Each token keeps the log-probability of the engine that sampled it — the
+    truncated IS's ``rollout_logp`` is per token, against the token's own version — and the response is
+    tagged with the versions it spans. Two scripted servers stand in for the replicas (vLLM's own abort
+    path: integration_tests/rollout/test_rollout_vllm.py)."""
+    import asyncio
+
+    from omegaconf import OmegaConf
+    from verl.workers.rollout.llm_server import FullyAsyncLLMServerClient
+    from verl.workers.rollout.replica import TokenOutput
+
+    class Replica:
+        def __init__(self, version, reply):
+            self.version, self.reply, self.prompts = version, reply, []
+
+            async def generate(**kwargs):
+                self.prompts.append(list(kwargs["prompt_ids"]))
+                return TokenOutput(extra_fields={"global_steps": self.version}, **self.reply)
+
+            self.generate = type("Method", (), {"remote": staticmethod(generate)})()
+
+    old = Replica(3, dict(token_ids=[11, 12], log_probs=[-0.1, -0.2], stop_reason="aborted"))  # updated mid-way
+    new = Replica(4, dict(token_ids=[13, 14, 15], log_probs=[-0.3, -0.4, -0.5], stop_reason="completed"))
+    balancer = [old, new]  # the updated replica has left the balancer when the request comes back
+
+    class Client(FullyAsyncLLMServerClient):
+        async def _acquire_server(self, request_id, **extra):
+            return "replica", balancer.pop(0)
+
+        def _release_server(self, server_id, request_id=None):
+            pass
+
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"response_length": 8, "name": "vllm"}}})
+    output = asyncio.run(
+        Client(config=config).generate("r0", prompt_ids=[1, 2], sampling_params={"max_tokens": 8, "logprobs": 0})
+    )
+    assert output.token_ids == [11, 12, 13, 14, 15]
+    assert output.log_probs == [-0.1, -0.2, -0.3, -0.4, -0.5]  # each token: its own engine's log-probability
+    assert new.prompts == [[1, 2, 11, 12]]  # continued from the tokens so far, not restarted
+    assert (output.extra_fields["min_global_steps"], output.extra_fields["max_global_steps"]) == (3, 4)
