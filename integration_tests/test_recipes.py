@@ -207,7 +207,7 @@ def test_train_help_lists_recipes_presets_and_the_override_forms():
         in result.stdout
     )
     # each plugin option group in the `+reasonrl/<group>=<option>` form a user must type, with examples
-    assert "+reasonrl/rollout=fp8|partial|repeat_detection|seamless|staleness" in result.stdout
+    assert "+reasonrl/rollout=dora|fp8|partial|repeat_detection|seamless|staleness" in result.stdout
     assert "+reasonrl/sampling=kimi|longcat|mimo|nemotron" in result.stdout
     # the option example is the first installed group's first option (the core names none itself)
     assert "Examples:" in result.stdout and "+reasonrl/length_curriculum=longcat_code trainer" in result.stdout

@@ -14,7 +14,11 @@ Versions: the policy version of a weight update is the training step that produc
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
+
+#: the run's DORA timeline (replica updates, trained batches' versions) inside its folder
+TIMELINE = os.path.join("dora", "timeline.jsonl")
 
 
 def replicas_to_update(versions: Sequence[int | None], new_version: int, group_size: int, staleness: int) -> list[int]:

@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from reasonrl.plugins.rollout.verl_dora import TIMELINE
+from reasonrl.plugins.rollout.dora import TIMELINE
 
 
 def read_timeline(run_dir: Path) -> tuple[list[dict], list[dict]]:

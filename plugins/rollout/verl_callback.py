@@ -301,8 +301,8 @@ class DoraRolloutCallback(RolloutCallback):
     def on_init_end(self, trainer, **kwargs) -> None:
         import os
 
-        from reasonrl.plugins.rollout.dora import too_stale
-        from reasonrl.plugins.rollout.verl_dora import TIMELINE, build_manager
+        from reasonrl.plugins.rollout.dora import TIMELINE, too_stale
+        from reasonrl.plugins.rollout.verl_dora import build_manager
 
         if getattr(trainer, "reporting_buffer", None) is None or not hasattr(trainer, "standalone_checkpoint_manager"):
             raise ValueError(
@@ -313,7 +313,7 @@ class DoraRolloutCallback(RolloutCallback):
         manager = build_manager(trainer, self.group_size, self.staleness, self.timeline_path)
         # verl's on_init_end has just sent every replica the weights of this step (start or resume)
         manager.versions = [int(trainer.global_steps)] * len(manager.replicas)
-        manager._record(list(range(len(manager.replicas))), int(trainer.global_steps), launch=True)
+        manager.record(list(range(len(manager.replicas))), int(trainer.global_steps), launch=True)
         trainer.standalone_checkpoint_manager = manager
         staleness = self.staleness
         trainer.reporting_buffer.stale_rule = lambda step, tags: too_stale(

@@ -29,10 +29,9 @@ from typing import Any
 
 import ray
 
-from reasonrl.plugins.rollout.dora import replicas_to_update, versions_generating
+from reasonrl.plugins.rollout.dora import TIMELINE, replicas_to_update, versions_generating
 
-#: the timeline file inside the run folder (``trainer.default_local_dir``)
-TIMELINE = os.path.join("dora", "timeline.jsonl")
+__all__ = ["PREFIX", "TIMELINE", "build_manager"]
 #: metric prefix of every DORA metric
 PREFIX = "reasonrl/rollout/dora_"
 
@@ -55,6 +54,8 @@ def build_manager(trainer: Any, group_size: int, staleness: int, timeline_path: 
     load_balancer = trainer.standalone_server_manager.global_load_balancer
     base = _manager_base()
 
+    # defined here, not at module level: its base is verl's, imported (version-guarded) only when a run
+    # turns DORA on
     class DoraCheckpointEngineManager(base):
         """verl's manager, updating a group of replicas at a time (see the module docstring)."""
 
@@ -64,7 +65,7 @@ def build_manager(trainer: Any, group_size: int, staleness: int, timeline_path: 
             self.versions: list[int | None] = [None] * len(self.replicas)
             self.timeline_path = timeline_path
 
-        def _record(self, indices: list[int], version: int, launch: bool = False) -> None:
+        def record(self, indices: list[int], version: int, launch: bool = False) -> None:
             """Append the replicas' new version (``launch``: a launch's first weights, start or resume)."""
             if self.timeline_path is None:
                 return
@@ -108,7 +109,7 @@ def build_manager(trainer: Any, group_size: int, staleness: int, timeline_path: 
                 )
             for i in chosen:
                 self.versions[i] = global_steps
-            self._record(chosen, global_steps)
+            self.record(chosen, global_steps)
             metrics: dict = {}
             for result in results[: self.actor_wg.world_size]:
                 if isinstance(result, dict):

@@ -298,3 +298,32 @@ def test_dora_drops_a_group_by_its_oldest_generating_version():
     assert too_stale(5, [4, 2], staleness=1)  # one response begun two versions back: the group goes
     assert too_stale(5, [3], staleness=0) and not too_stale(5, [4], staleness=0)
     assert not too_stale(5, [None, None], staleness=0)  # untagged: as current
+
+
+def test_the_timeline_gives_each_replica_its_versions_and_stops_them_at_a_restart(tmp_path):
+    import json
+
+    from reasonrl.plugins.rollout.dora import TIMELINE
+    from reasonrl.plugins.rollout.dora_timeline import read_timeline, version_intervals
+
+    records = [
+        {"t": 0.0, "replica": 0, "version": 0, "launch": True},
+        {"t": 0.0, "replica": 1, "version": 0, "launch": True},
+        {"t": 5.0, "step": 1, "trained_versions": {"0": 8}},
+        {"t": 6.0, "replica": 0, "version": 1},
+        {"t": 9.0, "step": 2, "trained_versions": {"0": 3, "1": 5}},
+        {"t": 50.0, "replica": 0, "version": 2, "launch": True},  # resumed from step 2's checkpoint
+        {"t": 50.0, "replica": 1, "version": 2, "launch": True},
+        {"t": 55.0, "step": 3, "trained_versions": {"1": 4, "2": 4}},
+    ]
+    (tmp_path / TIMELINE).parent.mkdir()
+    (tmp_path / TIMELINE).write_text("".join(json.dumps(r) + "\n" for r in records))
+    updates, batches = read_timeline(tmp_path)
+    assert len(updates) == 5 and [b["step"] for b in batches] == [1, 2, 3]
+    assert version_intervals(updates, batches, end=55.0) == [
+        (0, 0.0, 6.0, 0),
+        (0, 6.0, 9.0, 1),  # the first launch ended at its last batch, not at the resume
+        (0, 50.0, 55.0, 2),
+        (1, 0.0, 9.0, 0),
+        (1, 50.0, 55.0, 2),
+    ]
