@@ -118,19 +118,23 @@ def check_rollout(config) -> None:
             "its own partial rollout)",
             modes=(REASONRL_TRAINER_MODE,),
         )
-        buffer = config_value(config, "trainer.v1.sampler.custom_sampler.name")
-        if buffer != "ReportingReplayBuffer":
-            raise ConfigError(
-                "trainer.v1.sampler.custom_sampler.name",
-                f"is {buffer!r}: {option} rollout runs in reasonrl's ReportingReplayBuffer "
-                f"(+reasonrl/rollout={option} sets it)",
-            )
+        require_reporting_buffer(config, f"{option} rollout", option)
     elif settings.repetition_detection and settings.repetition_penalty:
         require_trainer_mode(config, "the repetition penalty (a trainer callback)")
     check_async_mode(config)
     from reasonrl.plugins.rollout.fp8 import check_fp8
 
     check_fp8(config)
+
+
+def require_reporting_buffer(config, needs: str, option: str) -> None:
+    """Refuse a run without reasonrl's ReportingReplayBuffer (verl's ``custom_sampler``): ``needs`` runs there."""
+    buffer = config_value(config, "trainer.v1.sampler.custom_sampler.name")
+    if buffer != "ReportingReplayBuffer":
+        raise ConfigError(
+            "trainer.v1.sampler.custom_sampler.name",
+            f"is {buffer!r}: {needs} runs in reasonrl's ReportingReplayBuffer (+reasonrl/rollout={option} sets it)",
+        )
 
 
 def check_dora(config) -> None:
@@ -142,12 +146,7 @@ def check_dora(config) -> None:
         "DORA (+reasonrl/rollout=dora: generation replicas apart from the trainer)",
         modes=(REASONRL_SEPARATE_ASYNC_TRAINER_MODE,),
     )
-    buffer = config_value(config, "trainer.v1.sampler.custom_sampler.name")
-    if buffer != "ReportingReplayBuffer":
-        raise ConfigError(
-            "trainer.v1.sampler.custom_sampler.name",
-            f"is {buffer!r}: DORA's staleness rule runs in reasonrl's ReportingReplayBuffer (+reasonrl/rollout=dora sets it)",
-        )
+    require_reporting_buffer(config, "DORA's staleness rule", "dora")
     if config_value(config, "trainer.v1.sampler.max_off_policy_threshold") is not None:
         raise ConfigError(
             "trainer.v1.sampler.max_off_policy_threshold",

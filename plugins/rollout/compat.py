@@ -39,9 +39,9 @@ DORA_CHECKPOINT_MANAGER = Reach(
     name="verl.dora-checkpoint-manager",
     package="verl",
     versions=VERL_0_9,
-    touches="CheckpointEngineManager (subclassed: update_weights over a subset of .replicas, build_process_group, "
-    "checkpoint_engine.base._worker_cls), RolloutReplica.abort_all_requests/release_kv_cache/resume_kv_cache/"
-    "resume_generation/server_address/server_handle/workers, GlobalRequestLoadBalancer.remove_servers/add_servers, "
+    touches="CheckpointEngineManager (subclassed: its update_weights coroutine, __wrapped__ under @auto_await, "
+    "run with .replicas narrowed to the updated group), RolloutReplica.server_address/server_handle, "
+    "GlobalRequestLoadBalancer.remove_servers/add_servers, "
     "PPOTrainerSeparateAsync.standalone_checkpoint_manager/standalone_server_manager (replaced after on_init_end), "
     "the trajectory tags min/max_global_steps in TransferQueue",
     used_by="rollout plugin (DORA: replicas updated a group at a time, staleness by the trajectories' versions)",

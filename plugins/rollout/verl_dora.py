@@ -15,19 +15,18 @@ the replicas that :func:`dora.replicas_to_update` picks and leaves the others ge
    (and prefix caches) are untouched;
 4. the group resumes and rejoins the balancer.
 
+Steps 2–4 are verl's own ``update_weights`` run with the manager's replicas narrowed to the group.
+
 Every update is appended to ``<run folder>/dora/timeline.jsonl`` (wall time, replica, version) for
 the timeline plot (``dora_timeline.plot_timeline``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
 from typing import Any
-
-import ray
 
 from reasonrl.plugins.rollout.dora import TIMELINE, replicas_to_update, versions_generating
 
@@ -53,6 +52,7 @@ def build_manager(trainer: Any, group_size: int, staleness: int, timeline_path: 
     verl_manager = trainer.standalone_checkpoint_manager
     load_balancer = trainer.standalone_server_manager.global_load_balancer
     base = _manager_base()
+    verl_update_weights = base.update_weights.__wrapped__  # the coroutine under verl's @auto_await
 
     # defined here, not at module level: its base is verl's, imported (version-guarded) only when a run
     # turns DORA on
@@ -78,42 +78,24 @@ def build_manager(trainer: Any, group_size: int, staleness: int, timeline_path: 
 
         @auto_await
         async def update_weights(self, global_steps: int = None):
-            from verl.checkpoint_engine.base import _worker_cls
-            from verl.single_controller.ray import RayClassWithInitArgs, RayWorkerGroup
-
             started = time.perf_counter()
+            everyone = self.replicas
             chosen = replicas_to_update(self.versions, global_steps, self.group_size, self.staleness)
-            group = [self.replicas[i] for i in chosen]
-            partial_update = len(group) < len(self.replicas)
-            addresses = [replica.server_address for replica in group]
-            if partial_update:  # the others keep serving; aborted requests continue there
-                await load_balancer.remove_servers.remote(addresses)
-            await asyncio.gather(*[replica.abort_all_requests() for replica in group])
-            workers = [worker for replica in group for worker in replica.workers]
-            rollout = RayWorkerGroup(worker_handles=workers, ray_cls_with_init=RayClassWithInitArgs(cls=_worker_cls))
-            await asyncio.gather(*[replica.release_kv_cache() for replica in group])
-            self.build_process_group(rollout)
-            results = ray.get(
-                self.actor_wg.update_weights(global_steps=global_steps, mode=self.backend)
-                + rollout.update_weights(global_steps=global_steps)
-            )
-            ray.get(
-                self.actor_wg.execute_checkpoint_engine(["finalize"] * self.actor_wg.world_size)
-                + rollout.execute_checkpoint_engine(["finalize"] * rollout.world_size)
-            )
-            await asyncio.gather(*[replica.resume_kv_cache() for replica in group])
-            await asyncio.gather(*[replica.resume_generation() for replica in group])
+            group = [everyone[i] for i in chosen]
+            partial_update = len(group) < len(everyone)
+            if partial_update:  # the others keep serving; the group's aborted requests continue there
+                await load_balancer.remove_servers.remote([replica.server_address for replica in group])
+            # verl's own sync (abort, release KV, build the group, send, finalize, resume) on the group alone
+            self.replicas = group
+            try:
+                metrics = dict(await verl_update_weights(self, global_steps) or {})
+            finally:
+                self.replicas = everyone
             if partial_update:
-                await load_balancer.add_servers.remote(
-                    {replica.server_address: replica.server_handle for replica in group}
-                )
+                await load_balancer.add_servers.remote({r.server_address: r.server_handle for r in group})
             for i in chosen:
                 self.versions[i] = global_steps
             self.record(chosen, global_steps)
-            metrics: dict = {}
-            for result in results[: self.actor_wg.world_size]:
-                if isinstance(result, dict):
-                    metrics.update(result)
             metrics.update(self.metrics())
             metrics[PREFIX + "updated_replicas"] = len(chosen)
             metrics[PREFIX + "update_s"] = time.perf_counter() - started

@@ -356,7 +356,7 @@ class ReportingReplayBufferAsync(ReportingReplayBuffer, ReplayBufferAsync):
             return super()._stale_terminal_keys(global_steps, partition_id)
         tags: dict[str, list[dict]] = {}
         for key, tag in self.partitions[partition_id].items():
-            tags.setdefault(key.split("_")[0], []).append(tag)
+            tags.setdefault(replay_buffer_uid(key), []).append(tag)
         return {uid for uid in self.finished_keys[partition_id] if self.stale_rule(global_steps, tags.get(uid, []))}
 
 
