@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.rollout.bench_engines import ENGINE_POLICIES
 from benchmarks.rollout.bench_real import REAL_POLICIES
 from benchmarks.rollout.simulator import EngineModel, simulate, validation_time
 from benchmarks.rollout.trace import long_tail_trace
@@ -72,6 +73,25 @@ REAL_SPEC = {
     "reuse_ratio": 0.5,
     "trace": {"n_prompts": 256, "group_size": 4, "median_tokens": 6, "p99_ratio": 7.0, "max_tokens": 40, "seed": 1},
 }
+
+#: The two-engine part: two vLLM-CPU engines of 16 slots, one core each; the same trace; a trainer
+#: stand-in of 50 ms + 0.5 ms per trained token (about the engines' generation time for a batch, so
+#: that overlapping them matters) and a 30 ms weight sync; DORA with +reasonrl/rollout=dora's values.
+ENGINE_SPEC = {
+    "slots": 32,
+    "batch_groups": 4,
+    "steps": 32,
+    "reward_latency": 0.05,
+    "train_c": 0.05,
+    "train_d": 5e-4,
+    "sync_time": 0.03,
+    # +reasonrl/rollout=dora (hydra_configs/reasonrl/rollout/dora.yaml)
+    "staleness": 2,
+    "update_group": 1,
+    "trace": REAL_SPEC["trace"],
+}
+#: the simulator's policy for each two-engine policy
+ENGINE_SIMULATED = {"naive_split": "naive", "seamless": "seamless", "dora": "dora"}
 
 
 def headline_ratios(per_token: dict, validation: dict) -> dict:
@@ -238,6 +258,118 @@ def real(spec: dict) -> dict:
     return out
 
 
+def two_engines(spec: dict) -> dict:
+    """Run ``bench_engines.py`` in a fresh process; then the simulator's prediction of the same runs
+    (two engines, the calibrations bracketing each run, the same trainer stand-in)."""
+    from benchmarks import ROOT
+    from reasonrl.smoke.prepare import default_root, ensure
+    from reasonrl.testing.fresh_process import run_fresh
+
+    ensure()
+    spec = {**spec, "model": str(default_root() / "model")}
+    done = run_fresh(
+        [sys.executable, "-m", "benchmarks.rollout.bench_engines", json.dumps(spec)],
+        pythonpath=[ROOT],
+        env={"VERL_PLATFORM": "cpu"},
+        timeout=1800,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"two-engine bench failed:\n{done.stderr[-3000:]}")
+    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    calibrations = measured["calibrations"]
+    trace = long_tail_trace(**spec["trace"])
+    out: dict = {"calibrations": calibrations, "cores": measured["cores"], "spec": spec}
+    for index, policy in enumerate(ENGINE_POLICIES):
+        calibration = bracketed(calibrations[index], calibrations[index + 1])
+        engine = EngineModel(
+            slots=spec["slots"],
+            engines=2,
+            reward_latency=spec["reward_latency"],
+            train_c=spec["train_c"],
+            train_d=spec["train_d"],
+            sync_time=spec["sync_time"],
+            **calibration,
+        )
+        run = measured[policy]
+        steps = run["steps"]
+        wall, trained = sum(s["wall_s"] for s in steps), sum(s["trained_tokens"] for s in steps)
+        knobs = {"staleness": spec["staleness"], "update_group": spec["update_group"]} if policy == "dora" else {}
+        predicted = simulate(
+            ENGINE_SIMULATED[policy],
+            trace,
+            engine,
+            len(steps),
+            batch_groups=spec["batch_groups"],
+            record_timeline=False,
+            **knobs,
+        )
+        prediction = predicted.summary(skip=0)
+        predicted_wall = sum(s.wall_s for s in predicted.steps)
+        decided = run["generated_tokens"] - run["pending_tokens"]
+        out[policy] = {
+            "step_wall_s": [s["wall_s"] for s in steps],
+            "wall_s": wall,
+            "trained_tokens": trained,
+            "generated_tokens": run["generated_tokens"],
+            "time_per_trained_token_s": wall / max(trained, 1),
+            "sample_waste": sample_waste(decided, trained),
+            "sample_waste_valid": sample_waste(decided - run["dropped_tokens"], trained),
+            "simulated_wall_s": predicted_wall,
+            "simulated_time_per_trained_token_s": prediction["time_per_trained_token_s"],
+            "simulated_sample_waste": prediction["sample_waste"],
+            "simulated_sample_waste_valid": prediction["sample_waste_valid"],
+            "simulator_error": predicted_wall / wall - 1.0,
+            "calibration": calibration,
+        }
+        if policy == "dora":
+            out[policy]["stale_tokens"] = run["stale_tokens"]
+            out[policy]["batch_versions"] = [len(s["versions"]) for s in steps]
+            out[policy]["batch_lag_max"] = max(s["lag"] for s in steps)
+            out[policy]["engine_versions"] = [s["engine_versions"] for s in steps]
+            out[policy]["simulated_staleness_hist"] = prediction["staleness_hist"]
+    per_token = {policy: out[policy]["time_per_trained_token_s"] for policy in ENGINE_POLICIES}
+    out["seamless_vs_naive_split"] = per_token["naive_split"] / per_token["seamless"]
+    out["dora_vs_naive_split"] = per_token["naive_split"] / per_token["dora"]
+    out["dora_vs_seamless"] = per_token["seamless"] / per_token["dora"]
+    return out
+
+
+def print_two_engines(result: dict) -> None:
+    spec = result["spec"]
+    print(
+        f"two engines (vLLM CPU, one core each: cores {result['cores']}; trainer stand-in {spec['train_c'] * 1e3:.0f} ms + "
+        f"{spec['train_d'] * 1e3:.1f} ms/token, sync {spec['sync_time'] * 1e3:.0f} ms; DORA: staleness "
+        f"{spec['staleness']}, {spec['update_group']} engine per update, its trainer on a device of its own):",
+        flush=True,
+    )
+    for index, c in enumerate(result["calibrations"]):
+        when = "after the last policy" if index == len(ENGINE_POLICIES) else f"before {ENGINE_POLICIES[index]}"
+        print(
+            f"  calibrated {when} (both engines at once, their mean): decode step = {c['step_a'] * 1e3:.2f} ms + "
+            f"{c['step_b'] * 1e3:.3f} ms × active; admitting k = {c['admit_a'] * 1e3:.2f} ms + "
+            f"{c['admit_b'] * 1e3:.3f} ms × k",
+            flush=True,
+        )
+    for policy in ENGINE_POLICIES:
+        r = result[policy]
+        print(
+            f"  {policy:<12} per trained token {r['time_per_trained_token_s'] * 1e3:6.2f} ms (simulated "
+            f"{r['simulated_time_per_trained_token_s'] * 1e3:6.2f})  waste {r['sample_waste']:5.1%} (valid groups "
+            f"{r['sample_waste_valid']:5.1%}; simulated {r['simulated_sample_waste']:5.1%} / "
+            f"{r['simulated_sample_waste_valid']:5.1%})  simulator error {r['simulator_error']:+.1%}",
+            flush=True,
+        )
+    dora = result["dora"]
+    print(
+        f"  dora: batches holding two versions {sum(n > 1 for n in dora['batch_versions'])} of "
+        f"{len(dora['batch_versions'])}, largest lag {dora['batch_lag_max']} (bound {spec['staleness']}), "
+        f"stale tokens dropped {dora['stale_tokens']}",
+        flush=True,
+    )
+    for key in ("seamless_vs_naive_split", "dora_vs_naive_split", "dora_vs_seamless"):
+        print(f"  {key}: {result[key]:.2f}x", flush=True)
+
+
 def timeline_plot(path: Path) -> Path:
     """Requests on a time axis, coloured by policy version, for seamless and staleness runs."""
     import matplotlib
@@ -273,10 +405,15 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", type=Path, help="write the numbers here")
     parser.add_argument("--plot", type=Path, help="write a request timeline (PNG) here")
     parser.add_argument("--no-real", action="store_true", help="simulator only (no vLLM run)")
+    parser.add_argument(
+        "--only",
+        choices=("simulated", "one-engine", "two-engines"),
+        action="append",
+        help="run only these parts (repeatable; default: all, or the simulator alone with --no-real)",
+    )
 
 
-def _run(args: argparse.Namespace) -> int:
-    result: dict = {"trace": {"mimo_scale": MIMO_SCALE, "real": REAL_SPEC["trace"]}}
+def _simulated_part(result: dict) -> None:
     print(
         f"simulated at MiMo's scale ({MIMO_ENGINE.engines} engines × {MIMO_ENGINE.slots // MIMO_ENGINE.engines} "
         f"slots, 32K max tokens, {MIMO_BATCH} groups × 16 per batch):",
@@ -312,65 +449,77 @@ def _run(args: argparse.Namespace) -> int:
             f"{row['staleness_vs_naive']:.2f}x / {row['validation_seamless_vs_naive']:.2f}x",
             flush=True,
         )
-    if args.no_real:
-        result["real"] = None
-    else:
-        print("real generation (vLLM CPU, smoke model; rollout phase):", flush=True)
-        result["real"] = real(REAL_SPEC)
-        for index, c in enumerate(result["real"]["calibrations"]):
-            when = "after the last policy" if index == len(REAL_POLICIES) else f"before {REAL_POLICIES[index]}"
-            print(
-                f"  calibrated {when}: decode step = {c['step_a'] * 1e3:.2f} ms + {c['step_b'] * 1e3:.3f} ms × "
-                f"active; admitting k requests at once = {c['admit_a'] * 1e3:.2f} ms + {c['admit_b'] * 1e3:.3f} ms × k",
-                flush=True,
-            )
-        for policy in REAL_POLICIES:
-            r = result["real"][policy]
-            error = f"{r['simulator_error']:+.1%}"
-            print(
-                f"  {policy:<19} per trained token {r['time_per_trained_token_s'] * 1e3:7.2f} ms  waste "
-                f"{r['sample_waste']:5.1%} (valid groups {r['sample_waste_valid']:5.1%}; simulated "
-                f"{r['simulated_sample_waste']:5.1%} / {r['simulated_sample_waste_valid']:5.1%})  length bias "
-                f"{r['length_bias']:.3f} (finished valid groups "
-                f"{r['length_bias_valid']:.3f}, launched valid groups {r['length_bias_vs_launched_valid']:.3f})  "
-                f"reward bias {r['reward_bias']:.3f} (finished valid groups {r['reward_bias_valid']:.3f})  "
-                f"step p99/median "
-                f"{r['step_p99_over_median']:.2f}  simulator error {error}",
-                flush=True,
-            )
-        partial = result["real"]["partial"]
+
+
+def _one_engine_part(result: dict) -> None:
+    print("real generation (vLLM CPU, smoke model; rollout phase):", flush=True)
+    result["real"] = real(REAL_SPEC)
+    for index, c in enumerate(result["real"]["calibrations"]):
+        when = "after the last policy" if index == len(REAL_POLICIES) else f"before {REAL_POLICIES[index]}"
         print(
-            f"  partial iterations (at most {REAL_SPEC['token_budget']} decode steps): {partial['iterations']}, "
-            f"p99/median {partial['iteration_p99_over_median']:.2f}",
+            f"  calibrated {when}: decode step = {c['step_a'] * 1e3:.2f} ms + {c['step_b'] * 1e3:.3f} ms × "
+            f"active; admitting k requests at once = {c['admit_a'] * 1e3:.2f} ms + {c['admit_b'] * 1e3:.3f} ms × k",
             flush=True,
         )
-        staleness = result["real"]["staleness_colocated"]
+    for policy in REAL_POLICIES:
+        r = result["real"][policy]
+        error = f"{r['simulator_error']:+.1%}"
         print(
-            f"  staleness_colocated (bound {REAL_SPEC['staleness']}, reuse ratio {REAL_SPEC['reuse_ratio']}): "
-            f"{staleness['reused_groups']} of {staleness['trained_groups']} trained groups kept from the step before",
+            f"  {policy:<19} per trained token {r['time_per_trained_token_s'] * 1e3:7.2f} ms  waste "
+            f"{r['sample_waste']:5.1%} (valid groups {r['sample_waste_valid']:5.1%}; simulated "
+            f"{r['simulated_sample_waste']:5.1%} / {r['simulated_sample_waste_valid']:5.1%})  length bias "
+            f"{r['length_bias']:.3f} (finished valid groups "
+            f"{r['length_bias_valid']:.3f}, launched valid groups {r['length_bias_vs_launched_valid']:.3f})  "
+            f"reward bias {r['reward_bias']:.3f} (finished valid groups {r['reward_bias_valid']:.3f})  "
+            f"step p99/median "
+            f"{r['step_p99_over_median']:.2f}  simulator error {error}",
             flush=True,
         )
-        for key in (
-            "seamless_vs_naive",
-            "seamless_vs_verl_sync",
-            "partial_vs_verl_sync",
-            "colocate_async_vs_verl_sync",
-            "partial_vs_colocate_async",
-            "staleness_colocated_vs_naive",
-            "staleness_colocated_vs_seamless",
-        ):
-            print(f"  {key}: {result['real'][key]:.2f}x", flush=True)
-        rep = result["real"]["repetition"]
-        print(
-            f"  repeat detection: cost per generated token {rep['cost']:+.1%} (matched lengths and seeds, each arm "
-            f"first and second, {rep['sampled_stopped']['stopped']}/{rep['sampled_stopped']['responses']} sampled "
-            f"responses stopped, {rep['replayed_equal']['equal']}/{rep['replayed_equal']['responses']} replayed alike) "
-            f"({rep['per_token_s']['off'] * 1e3:.2f} -> {rep['per_token_s']['on'] * 1e3:.2f} ms); greedy "
-            f"responses looping {rep['looping_responses']}/{rep['greedy_responses']}, their tokens "
-            f"{rep['looping_tokens']['off']} -> {rep['looping_tokens']['on']} (all greedy tokens "
-            f"{rep['all_tokens']['off']} -> {rep['all_tokens']['on']})",
-            flush=True,
-        )
+    partial = result["real"]["partial"]
+    print(
+        f"  partial iterations (at most {REAL_SPEC['token_budget']} decode steps): {partial['iterations']}, "
+        f"p99/median {partial['iteration_p99_over_median']:.2f}",
+        flush=True,
+    )
+    staleness = result["real"]["staleness_colocated"]
+    print(
+        f"  staleness_colocated (bound {REAL_SPEC['staleness']}, reuse ratio {REAL_SPEC['reuse_ratio']}): "
+        f"{staleness['reused_groups']} of {staleness['trained_groups']} trained groups kept from the step before",
+        flush=True,
+    )
+    for key in (
+        "seamless_vs_naive",
+        "seamless_vs_verl_sync",
+        "partial_vs_verl_sync",
+        "colocate_async_vs_verl_sync",
+        "partial_vs_colocate_async",
+        "staleness_colocated_vs_naive",
+        "staleness_colocated_vs_seamless",
+    ):
+        print(f"  {key}: {result['real'][key]:.2f}x", flush=True)
+    rep = result["real"]["repetition"]
+    print(
+        f"  repeat detection: cost per generated token {rep['cost']:+.1%} (matched lengths and seeds, each arm "
+        f"first and second, {rep['sampled_stopped']['stopped']}/{rep['sampled_stopped']['responses']} sampled "
+        f"responses stopped, {rep['replayed_equal']['equal']}/{rep['replayed_equal']['responses']} replayed alike) "
+        f"({rep['per_token_s']['off'] * 1e3:.2f} -> {rep['per_token_s']['on'] * 1e3:.2f} ms); greedy "
+        f"responses looping {rep['looping_responses']}/{rep['greedy_responses']}, their tokens "
+        f"{rep['looping_tokens']['off']} -> {rep['looping_tokens']['on']} (all greedy tokens "
+        f"{rep['all_tokens']['off']} -> {rep['all_tokens']['on']})",
+        flush=True,
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    parts = set(args.only or (["simulated"] if args.no_real else ["simulated", "one-engine", "two-engines"]))
+    result: dict = {"trace": {"mimo_scale": MIMO_SCALE, "real": REAL_SPEC["trace"]}, "real": None}
+    if "simulated" in parts:
+        _simulated_part(result)
+    if "one-engine" in parts:
+        _one_engine_part(result)
+    if "two-engines" in parts:
+        result["two_engines"] = two_engines(ENGINE_SPEC)
+        print_two_engines(result["two_engines"])
     if args.plot:
         print(f"timeline: {timeline_plot(args.plot)}", flush=True)
     if args.json:

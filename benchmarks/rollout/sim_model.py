@@ -154,7 +154,7 @@ class _Request:
     done: float = 0.0  # tokens generated so far, all segments
     target: float = 0.0  # tokens the current segment may generate
     segments: int = 0
-    version: int = -1  # policy version of the first segment
+    version: int = -1  # oldest policy version of its segments
     seg_start: float = 0.0
     seg_version: int = 0
     slot: int = -1  # engine slot while in flight
@@ -212,6 +212,9 @@ class _Engine:
         self.hold = np.zeros(engines)  # seconds each engine still spends admitting before it decodes
         self.time = 0.0
         self.version = 0
+        #: per-engine weight versions (DORA: engines updated one after another); None: ``version`` for all
+        self.engine_versions: np.ndarray | None = None
+        self.offline_until = np.zeros(engines)  # an engine taking weights admits nothing before this
         self.budget: int | None = None
         self.slot_engine = np.arange(slots) // self.per_engine
         self.decode_steps = np.zeros(engines)  # per engine
@@ -230,7 +233,8 @@ class _Engine:
 
     @property
     def free_after_queue(self) -> int:
-        return max(0, int(self.n_free.sum()) - len(self.queue))
+        online = self.offline_until <= self.time
+        return max(0, int((self.n_free * online).sum()) - len(self.queue))
 
     def start_iteration(self, budget: int | None) -> None:
         """Partial rollout: every engine may decode ``budget`` more steps (None: no limit)."""
@@ -251,7 +255,8 @@ class _Engine:
             self.queue.extend(requests)
 
     def _admit(self) -> None:
-        room = self.n_free * (self.decode_steps < self.step_limit)  # an engine at its limit takes none
+        # an engine at its step limit, or taking weights, takes none
+        room = self.n_free * (self.decode_steps < self.step_limit) * (self.offline_until <= self.time)
         if not self.queue or not room.any():
             return
         waiting: deque[_Request] = deque()  # pinned requests whose engine is full
@@ -270,9 +275,9 @@ class _Engine:
             slot = self.free[engine].pop()
             left = req.length - req.done
             req.target = left if self.budget is None else min(left, self.budget)
-            req.seg_start, req.seg_version, req.segments = self.time, self.version, req.segments + 1
-            if req.version < 0:
-                req.version = self.version
+            version = self.version if self.engine_versions is None else int(self.engine_versions[engine])
+            req.seg_start, req.seg_version, req.segments = self.time, version, req.segments + 1
+            req.version = version if req.version < 0 else min(req.version, version)
             self.rem[slot], self.occupant[slot], req.slot = req.target, req, slot
         waiting.extend(self.queue)
         self.queue = waiting
@@ -336,6 +341,11 @@ class _Engine:
     def stop_all(self, outcome: str) -> list[_Request]:
         """Take every in-flight request off the engine (``aborted`` or ``paused``), in slot order."""
         return [self._release(s, outcome) for s in range(self.slots) if self.occupant[s] is not None]
+
+    def stop_engine(self, engine: int, outcome: str) -> list[_Request]:
+        """Take ``engine``'s in-flight requests off it (``paused``: continued elsewhere, tokens kept)."""
+        slots = range(engine * self.per_engine, (engine + 1) * self.per_engine)
+        return [self._release(s, outcome) for s in slots if self.occupant[s] is not None]
 
     def progress(self, req: _Request) -> float:
         """Tokens ``req`` holds now, the current segment's included."""

@@ -81,6 +81,16 @@ Policies (our readings):
   prompts replace them). The engine streams: groups are launched with ``tasks_to_launch`` toward
   ``batch_groups·(1 + staleness) + reuse_ratio·batch_groups`` usable groups (the batches the bound
   lets it work ahead for), only while a version could still be trained at the next draw.
+- ``dora`` (LongCat-Flash-Thinking §3.1.1, as ``+reasonrl/rollout=dora`` runs it): every engine
+  generates and the trainer is a device of its own (``train_time`` as given, no ``gen_share``). Each
+  engine holds its own weight version; after a training step the trainer sends the new version to
+  the engines ``dora.replicas_to_update`` picks (the oldest ``update_group``, and any that would
+  lag beyond the bound): such an engine's requests are paused and continued with their tokens on
+  the others (front of the queue), it takes no requests for ``sync_time`` s, and the trainer waits
+  as long. A group's version is the oldest that wrote any of its tokens. The trainer takes the
+  ``batch_groups`` finished valid groups that became ready first, once that many are not
+  ``dora.too_stale``; stale ones are dropped, the rest wait for later steps (kept and reused).
+  Launching as ``staleness`` (toward ``batch_groups·(1 + staleness)`` usable groups).
 """
 
 from __future__ import annotations
@@ -88,14 +98,26 @@ from __future__ import annotations
 import math
 from collections import deque
 
+import numpy as np
+
 from benchmarks.rollout.sim_model import EngineModel, SimResult, StepRecord, _Group, _Sim
 from benchmarks.rollout.trace import Trace
+from reasonrl.plugins.rollout.dora import replicas_to_update, too_stale
 from reasonrl.plugins.rollout.seamless import fifo_early_termination, tasks_to_launch
 from reasonrl.plugins.rollout.staleness import StalenessBuffer, TaggedSample, split_kept, within_bound
 
 __all__ = ["POLICIES", "EngineModel", "SimResult", "StepRecord", "simulate", "validation_time"]
 
-POLICIES = ("naive", "verl_sync", "seamless", "partial", "colocate_async", "staleness", "staleness_colocated")
+POLICIES = (
+    "naive",
+    "verl_sync",
+    "seamless",
+    "partial",
+    "colocate_async",
+    "staleness",
+    "staleness_colocated",
+    "dora",
+)
 
 
 # -------------------------------------------------------------------------------------- policies
@@ -290,6 +312,51 @@ def _staleness_run(sim: _Sim, steps: int, staleness: int, reuse_ratio: float) ->
         publish()
 
 
+def _dora_run(sim: _Sim, steps: int, staleness: int, update_group: int) -> None:
+    model, e, B = sim.model, sim.engine, sim.batch
+    e.engine_versions = np.zeros(e.engines, dtype=np.int64)
+    ready: list[_Group] = []  # finished valid groups not trained yet, in the order they became ready
+    st = {"version": 0, "batch": None, "end": math.inf, "free_at": 0.0}
+
+    def trainable(g: _Group) -> bool:  # at the next draw: step version + 1
+        return not too_stale(st["version"] + 1, [g.version], staleness)
+
+    def tick() -> None:
+        if st["batch"] is None and e.time >= st["free_at"]:
+            for g in [g for g in ready if not trainable(g)]:
+                ready.remove(g)
+                sim.drop(g)
+            if len(ready) >= B:
+                st["batch"], ready[:] = ready[:B], ready[B:]
+                st["end"] = e.time + model.train_time(sum(g.tokens for g in st["batch"]))
+        usable = sum(trainable(g) for g in ready)
+        demand = max(0, B * (1 + staleness) - usable)
+        sim.launch_many(tasks_to_launch(demand, sim.open_groups, sim.valid_rate(), sim.free_groups()))
+
+    def on_ready(g: _Group) -> None:
+        if g.valid:
+            ready.append(g)
+        else:
+            sim.drop(g)
+
+    def publish() -> None:  # training done: the new version goes to the engines DORA picks
+        sim.close_step(st["batch"], st["version"], 0.0)
+        st["version"] += 1
+        st["batch"], st["end"], st["free_at"] = None, math.inf, e.time + model.sync_time
+        for engine in replicas_to_update(e.engine_versions.tolist(), st["version"], update_group, staleness):
+            e.submit(e.stop_engine(engine, "paused"), front=True)  # continued elsewhere, tokens kept
+            e.engine_versions[engine] = st["version"]
+            e.offline_until[engine] = st["free_at"]
+
+    def deadline() -> float:  # the training step's end, the trainer's next draw, an engine back online
+        waits = [t for t in (*e.offline_until, st["free_at"]) if t > e.time]
+        return min([st["end"], *waits])
+
+    while len(sim.steps) < steps:
+        sim.run(on_ready, lambda: e.time >= st["end"], tick, deadline=deadline)
+        publish()
+
+
 def validation_time(policy: str, trace: Trace, engine: EngineModel, groups: int) -> float:
     """Seconds to generate and score ``groups`` groups once (a validation pass: no filtering, no
     training). ``naive``: the groups split statically over the engines, every request to its last
@@ -342,6 +409,7 @@ def simulate(
     token_budget: int | None = None,
     staleness: int = 1,
     reuse_ratio: float = 0.0,
+    update_group: int = 1,
     record_timeline: bool = True,
     max_groups_per_step: int | None = None,
 ) -> SimResult:
@@ -349,7 +417,8 @@ def simulate(
 
     ``gen_groups``: naive's groups per round; verl_sync's in-flight cap (default ``batch_groups``);
     ``token_budget``: tokens per request per iteration (partial, required);
-    ``staleness`` / ``reuse_ratio``: the staleness mode's bound and reuse share."""
+    ``staleness`` / ``reuse_ratio``: the staleness mode's bound and reuse share (dora: the bound);
+    ``update_group``: dora's engines updated per weight sync."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; one of {POLICIES}")
     gen_groups = int(gen_groups or batch_groups)
@@ -365,6 +434,9 @@ def simulate(
     if policy == "staleness":
         knobs.update(staleness=staleness, reuse_ratio=reuse_ratio)
         _staleness_run(sim, steps, int(staleness), float(reuse_ratio))
+    elif policy == "dora":
+        knobs.update(staleness=staleness, update_group=update_group)
+        _dora_run(sim, steps, int(staleness), int(update_group))
     else:
         # partial / colocate_async: complete valid groups not trained yet; staleness_colocated: kept groups
         carry: list[_Group] = []

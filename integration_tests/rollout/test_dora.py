@@ -5,8 +5,7 @@ Ctrl-C after the first checkpoint and the same command again to the end.
 
 Shown from the run's own records (metrics, the gloo engine's byte counts, ``dora/timeline.jsonl``):
 the replicas hold two versions at once and trained batches mix them; no trained response began more
-than ``staleness`` (1) versions behind the trainer, and older finished groups were dropped and
-regenerated; every replica update arrived byte for byte as actor rank 0 sent it; the resumed launch
+than ``staleness`` (2) versions behind the trainer; every replica update arrived byte for byte as actor rank 0 sent it; the resumed launch
 restarted both replicas on the checkpoint's version, re-issued the prompts verl's checkpoint held in
 flight (TransferQueue) and trained the finished groups it held by their own, older versions. About five minutes on two cores.
 """
@@ -25,7 +24,7 @@ from reasonrl.testing.cpu_runs import interrupt_and_resume, tail, train_args, tr
 pytestmark = pytest.mark.integration
 
 STEPS = 4
-STALENESS = 1
+STALENESS = 2  # the preset's: two versions generate at once
 DORA = (
     "+reasonrl/rollout=dora",
     # two standalone replicas (logical GPUs 2 and 3), weights over gloo; Ray's logical CPUs admit
@@ -58,7 +57,8 @@ def test_two_versions_generate_at_once_within_the_bound_across_ctrl_c(tmp_path, 
         assert metrics["reasonrl/rollout/dora_versions_generating"] == 2  # right after it: two versions
         assert metrics["actor/longcat/tis_mean"] > 0  # LongCat's truncated IS weighed these samples
     assert any(m["reasonrl/rollout/dora_batch_versions"] == 2 for m in steps.values()), steps
-    assert any(m.get("training/off_policy/evicted_samples", 0) > 0 for m in steps.values())  # too old: dropped
+    # nothing beyond the bound trained; in 4 steps under bound 2 nothing finished that old, so the
+    # eviction itself is shown by test_verl_adapter (the rule in verl's own async buffer)
 
     # every update arrived as sent: at each launch's start to both replicas, after each step to one
     logs = (tmp_path / "first.log").read_text(errors="replace") + resume_log.read_text(errors="replace")
@@ -78,7 +78,9 @@ def test_two_versions_generate_at_once_within_the_bound_across_ctrl_c(tmp_path, 
     for update in updates:  # no replica ever more than `staleness` versions behind the newest
         held[update["replica"]] = update["version"]
         if len(held) == 2:
-            assert max(held.values()) - min(held.values()) <= STALENESS, updates
+            assert max(held.values()) - min(held.values()) < STALENESS, (
+                updates
+            )  # what the older one writes trains a version later
     assert [b["step"] for b in batches][-(STEPS - saved) :] == list(range(saved + 1, STEPS + 1))
     png = plot_timeline(run_dir)
     assert png.stat().st_size > 10_000

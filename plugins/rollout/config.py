@@ -80,7 +80,7 @@ class RolloutConfig:
     )
     dora_update_group: int = knob(
         1,
-        help="DORA: replicas updated per weight sync (the oldest first; any that would lag more than `staleness` "
+        help="DORA: replicas updated per weight sync (the oldest first; any that would lag `staleness` or more "
         "versions are updated too); the number of replicas: all at once, as verl does",
         low=1,
     )
@@ -96,8 +96,12 @@ class RolloutConfig:
             )
         if self.staleness is not None and int(self.staleness) < 0:
             raise ConfigError(f"{KEY}.staleness", f"must be >= 0 policy versions (or null: off), got {self.staleness}")
-        if self.dora and self.staleness is None:
-            raise ConfigError(f"{KEY}.staleness", "DORA needs its bound: staleness >= 0 policy versions")
+        if self.dora and (self.staleness is None or int(self.staleness) < 1):
+            raise ConfigError(
+                f"{KEY}.staleness",
+                f"DORA needs its bound, >= 1 policy version (samples generated during a step train after it; "
+                f"2: two versions generate at once), got {self.staleness}",
+            )
         if self.dora and (self.seamless or self.token_budget is not None):
             raise ConfigError(
                 f"{KEY}.dora",

@@ -4,9 +4,10 @@ Versions: the policy version of a weight update is the training step that produc
 ``global_steps``); while step ``t`` trains, the trainer's current policy is version ``t - 1``.
 
 1. **Which replicas take an update** (:func:`replicas_to_update`): the ``group_size`` replicas with
-   the oldest weights, and every replica that would otherwise fall more than ``staleness`` versions
-   behind the new one. The other replicas keep generating with their version, so up to
-   ``staleness + 1`` versions generate at once.
+   the oldest weights, and every replica that would otherwise lag the new version by ``staleness``
+   or more. What a replica generates until the next update trains at the next step at the
+   earliest, one version later still, so it must lag by less than the bound now: up to
+   ``staleness`` versions generate at once ("up to max_staleness versions alive").
 2. **Which samples may train** (:func:`too_stale`): a group whose oldest generating version lags the
    trainer's current policy by more than ``staleness`` is dropped (and its prompt regenerated);
    every other finished group trains, now or at a later step.
@@ -28,28 +29,30 @@ def replicas_to_update(versions: Sequence[int | None], new_version: int, group_s
         versions: each replica's current weight version (``None``: no weights yet; always updated).
         new_version: the version being sent.
         group_size: replicas updated per weight sync (>= 1; ``len(versions)``: all at once, verl's way).
-        staleness: versions a replica may lag ``new_version`` after the update (>= 0).
+        staleness: versions a trained sample may lag the trainer's policy (>= 1); a replica keeps
+            generating until the next update and its samples train after it, so it may lag
+            ``new_version`` by at most ``staleness - 1`` once updated.
 
     Returns:
         Sorted indices: the oldest ``group_size`` (ties: lower index first), plus any replica whose
-        version would lag by more than ``staleness``.
+        version would lag by ``staleness`` or more.
 
     Example:
-        >>> replicas_to_update([3, 2], new_version=4, group_size=1, staleness=1)
+        >>> replicas_to_update([3, 2], new_version=4, group_size=1, staleness=2)
         [1]
-        >>> replicas_to_update([3, 2], new_version=4, group_size=1, staleness=0)
+        >>> replicas_to_update([3, 2], new_version=4, group_size=1, staleness=1)
         [0, 1]
     """
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
-    if staleness < 0:
-        raise ValueError(f"staleness must be >= 0, got {staleness}")
+    if staleness < 1:
+        raise ValueError(f"staleness must be >= 1 (samples generated during a step train after it), got {staleness}")
     unknown = [i for i, v in enumerate(versions) if v is None]
     if unknown:
         return list(range(len(versions)))  # the first sync: every replica gets weights
     oldest_first = sorted(range(len(versions)), key=lambda i: (versions[i], i))
     chosen = set(oldest_first[:group_size])
-    chosen |= {i for i, v in enumerate(versions) if new_version - v > staleness}
+    chosen |= {i for i, v in enumerate(versions) if new_version - v >= staleness}
     return sorted(chosen)
 
 

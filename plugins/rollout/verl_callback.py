@@ -298,10 +298,17 @@ class DoraRolloutCallback(RolloutCallback):
         self.group_size = int(settings.dora_update_group)
         self.timeline_path: str | None = None
 
+    def stale_rule(self, step: int, tags: list[dict]) -> bool:
+        """The replay buffer's rule: a finished group is evicted at ``step`` when its trajectories'
+        oldest version (verl's ``min_global_steps`` tags) lags beyond the bound (``dora.too_stale``)."""
+        from reasonrl.plugins.rollout.dora import too_stale
+
+        return too_stale(step, [tag.get("min_global_steps") for tag in tags], self.staleness)
+
     def on_init_end(self, trainer, **kwargs) -> None:
         import os
 
-        from reasonrl.plugins.rollout.dora import TIMELINE, too_stale
+        from reasonrl.plugins.rollout.dora import TIMELINE
         from reasonrl.plugins.rollout.verl_dora import build_manager
 
         if getattr(trainer, "reporting_buffer", None) is None or not hasattr(trainer, "standalone_checkpoint_manager"):
@@ -315,13 +322,10 @@ class DoraRolloutCallback(RolloutCallback):
         manager.versions = [int(trainer.global_steps)] * len(manager.replicas)
         manager.record(list(range(len(manager.replicas))), int(trainer.global_steps), launch=True)
         trainer.standalone_checkpoint_manager = manager
-        staleness = self.staleness
-        trainer.reporting_buffer.stale_rule = lambda step, tags: too_stale(
-            step, [tag.get("min_global_steps") for tag in tags], staleness
-        )
+        trainer.reporting_buffer.stale_rule = self.stale_rule
         print(
             f"[reasonrl] DORA: {len(manager.replicas)} generation replicas, {self.group_size} updated per weight sync, "
-            f"samples trained at most {staleness} versions behind",
+            f"samples trained at most {self.staleness} versions behind",
             flush=True,
         )
 

@@ -22,6 +22,7 @@ KNOBS = {
     "partial": {"token_budget": 4096},
     "staleness": {"staleness": 1},
     "staleness_colocated": {"staleness": 1, "reuse_ratio": 0.5},
+    "dora": {"staleness": 2},
 }
 
 
@@ -255,6 +256,32 @@ def test_colocated_staleness_reuses_the_surplus_within_the_bound(trace, runs, bo
         assert waste < seamless
 
 
+@pytest.mark.parametrize("bound", [1, 2, 3])
+def test_dora_updates_the_oldest_engine_and_trains_within_the_bound(trace, bound):
+    """DORA on two engines: after each step the oldest engine takes the new version while the other
+    generates on (bound 2: two versions at once; bound 1: both take every version); a request on an
+    updated engine continues with its tokens on the other one; nothing trains beyond the bound."""
+    two = replace(MULTI, slots=32, engines=2)
+    result = simulate("dora", trace, two, steps=8, batch_groups=4, staleness=bound)
+    versions = [{e.version for e in result.timeline if e.engine == engine} for engine in (0, 1)]
+    if bound == 1:
+        assert versions[0] == versions[1]  # every version on both engines
+    else:
+        assert versions[0] & versions[1] == {0}  # they alternate: each version on one engine only
+        assert max(versions[0] | versions[1]) >= 6
+    lags = np.concatenate([step.staleness for step in result.steps])
+    assert lags.max() <= bound and (lags.max() == bound or bound == 3)
+    last_update = sum(step.wall_s for step in result.steps)  # its paused requests are still queued
+    paused = [e for e in result.timeline if e.outcome == "paused" and e.end < last_update]
+    assert paused
+    moved = 0
+    for event in paused:  # continued with its tokens, on the first free slot (the other engine's, if it has one)
+        later = [e for e in result.timeline if e.request == event.request and e.start >= event.end]
+        assert later and later[0].version >= event.version
+        moved += later[0].engine != event.engine
+    assert moved > 0 or bound == 1  # bound 1: both engines take every version at once
+
+
 # ---------------------------------------------------------------------------------- invariants
 
 
@@ -266,6 +293,7 @@ OUTCOMES = {  # how each policy's requests may leave the engine
     "colocate_async": {"finished", "paused"},
     "staleness": {"finished", "aborted"},
     "staleness_colocated": {"finished", "aborted"},
+    "dora": {"finished", "paused"},  # an engine taking weights: its requests continue elsewhere
 }
 
 

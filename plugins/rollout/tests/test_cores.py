@@ -255,31 +255,34 @@ def test_staleness_buffer_keeps_surplus_and_restores_it():
 from reasonrl.plugins.rollout.dora import replicas_to_update, too_stale, versions_generating  # noqa: E402
 
 
-def test_dora_updates_the_oldest_replicas_and_keeps_staleness_plus_one_versions_generating():
-    assert replicas_to_update([None, None], 0, group_size=1, staleness=1) == [0, 1]  # first weights: all
+def test_dora_updates_the_oldest_replicas_and_keeps_staleness_versions_generating():
+    assert replicas_to_update([None, None], 0, group_size=1, staleness=2) == [0, 1]  # first weights: all
     versions = [0, 0]
     seen = []
-    for version in range(1, 9):  # one replica a step: they alternate and two versions generate at once
-        chosen = replicas_to_update(versions, version, group_size=1, staleness=1)
+    for version in range(1, 9):  # bound 2, one replica a step: they alternate, two versions generate
+        chosen = replicas_to_update(versions, version, group_size=1, staleness=2)
         assert len(chosen) == 1 and versions[chosen[0]] == min(versions)
         versions[chosen[0]] = version
         seen.append(versions_generating(versions))
-        assert version - min(versions) <= 1
+        assert version - min(versions) <= 1  # what the older one writes now trains one version later: lag 2
     assert seen == [2] * 8
-    # staleness 0: every replica must take each version (verl's own all-at-once update)
-    assert replicas_to_update([3, 3, 3], 4, group_size=1, staleness=0) == [0, 1, 2]
-    assert replicas_to_update([5, 4, 3, 4], 6, group_size=2, staleness=3) == [1, 2]  # oldest two, ties by index
-    assert replicas_to_update([5, 4, 3, 4], 6, group_size=1, staleness=2) == [2]
-    assert replicas_to_update([5, 4, 3, 4], 7, group_size=1, staleness=2) == [1, 2, 3]  # the bound forces two more
+    # staleness 1: a replica's samples train a version after it generated them, so every replica
+    # takes each version (verl's own all-at-once update)
+    assert replicas_to_update([3, 3, 3], 4, group_size=1, staleness=1) == [0, 1, 2]
+    assert replicas_to_update([5, 4, 3, 4], 6, group_size=2, staleness=4) == [1, 2]  # oldest two, ties by index
+    assert replicas_to_update([5, 4, 3, 4], 6, group_size=1, staleness=3) == [2]
+    assert replicas_to_update([5, 4, 3, 4], 7, group_size=1, staleness=3) == [1, 2, 3]  # the bound forces two more
     with pytest.raises(ValueError):
         replicas_to_update([1], 2, group_size=0, staleness=1)
+    with pytest.raises(ValueError):
+        replicas_to_update([1], 2, group_size=1, staleness=0)
 
 
 @settings(max_examples=200)
 @given(
     replicas=st.integers(1, 6),
     group_size=st.integers(1, 6),
-    staleness=st.integers(0, 3),
+    staleness=st.integers(1, 4),
     steps=st.integers(1, 12),
 )
 def test_dora_never_lets_a_replica_fall_beyond_the_bound(replicas, group_size, staleness, steps):
@@ -287,8 +290,9 @@ def test_dora_never_lets_a_replica_fall_beyond_the_bound(replicas, group_size, s
     for version in range(steps):
         for i in replicas_to_update(versions, version, group_size, staleness):
             versions[i] = version
-        assert version - min(versions) <= staleness
-        assert versions_generating(versions) <= staleness + 1
+        # what any replica writes before the next update trains at version + 1 or later: within the bound
+        assert (version + 1) - min(versions) <= staleness
+        assert versions_generating(versions) <= staleness
         assert max(versions) == version
 
 

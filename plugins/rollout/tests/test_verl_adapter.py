@@ -133,6 +133,8 @@ def test_start_up_refuses_bad_values_naming_the_key():
             "trainer.v1.sampler.custom_sampler.name",
         ),
         (f"+reasonrl/rollout=dora {DORA_CPU} reasonrl.rollout.staleness=null", "reasonrl.rollout.staleness"),
+        # samples written during a step train after it: a bound of 0 could train none
+        (f"+reasonrl/rollout=dora {DORA_CPU} reasonrl.rollout.staleness=0", "reasonrl.rollout.staleness"),
         # ... a weight-sending checkpoint engine ...
         (
             "+reasonrl/rollout=dora " + DORA_CPU.replace("backend=gloo", "backend=naive"),
@@ -327,3 +329,34 @@ def test_a_request_crossing_its_replicas_update_keeps_each_tokens_own_log_probab
     assert output.log_probs == [-0.1, -0.2, -0.3, -0.4, -0.5]  # each token: its own engine's log-probability
     assert new.prompts == [[1, 2, 11, 12]]  # continued from the tokens so far, not restarted
     assert (output.extra_fields["min_global_steps"], output.extra_fields["max_global_steps"]) == (3, 4)
+
+
+def test_dora_rule_evicts_by_the_trajectories_versions_in_verls_async_buffer():
+    """The rule the DORA callback installs, run by verl's own ReplayBufferAsync eviction pass
+    (``_terminal_eviction_reasons``) under reasonrl's buffer: a finished group goes when its oldest
+    trajectory began more than ``staleness`` versions before the trainer's policy, whatever its
+    prompt's age; groups still in flight are not judged."""
+    from omegaconf import OmegaConf
+
+    from reasonrl.bridges.verl_replay_buffer import ReportingReplayBufferAsync
+    from reasonrl.plugins.rollout.verl_callback import DoraRolloutCallback
+
+    buffer = ReportingReplayBufferAsync(
+        trainer_mode="reasonrl_separate_async",
+        trainer_config=OmegaConf.create({}),
+        max_off_policy_threshold=None,
+        max_off_policy_strategy="drop",
+        sampler_kwargs={},
+    )
+    buffer.stale_rule = DoraRolloutCallback(RolloutConfig(dora=True, staleness=2)).stale_rule
+    # step 5 trains from policy 4: a group whose oldest response began on version 1 lags 3
+    groups = {"a": (2, 4), "b": (1, 4), "c": (3, 3), "d": (0, 0)}  # uid: oldest versions of its two responses
+    for uid, versions in groups.items():
+        for index, version in enumerate(versions):
+            buffer.partitions["train"][f"{uid}_{index}"] = {"min_global_steps": version, "max_global_steps": 4}
+    buffer.prompt_global_steps["train"].update({uid: 5 for uid in groups})  # submitted now: verl's rule keeps all
+    buffer.finished_keys["train"].update({"a", "b", "c"})  # "d" still generating
+    stale, _dapo, _failed, _counts = buffer._terminal_eviction_reasons(5, "train")
+    assert stale == {"b"}  # a: oldest 2, lag 2 (kept); b: oldest 1, lag 3 (evicted)
+    assert buffer._terminal_eviction_reasons(6, "train")[0] == {"a", "b"}  # one step on, a lags 3 too
+    assert buffer._terminal_eviction_reasons(5, "val")[0] == set()
