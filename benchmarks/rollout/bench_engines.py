@@ -38,11 +38,14 @@ from collections import deque
 
 import numpy as np
 
-from benchmarks.rollout.bench_real import MAX_LEN, _raise_failed, _token_ids, calibrate
+from benchmarks.rollout.bench_real import MAX_LEN, _raise_failed, _Run, _token_ids, calibrate, seamless_step
 from benchmarks.rollout.trace import long_tail_trace
 from reasonrl.plugins.rollout.dora import replicas_to_update, too_stale
-from reasonrl.plugins.rollout.seamless import fifo_early_termination, tasks_to_launch, valid_rate_estimate
+from reasonrl.plugins.rollout.seamless import tasks_to_launch, valid_rate_estimate
 
+#: token ids only: one client process streams both engines' outputs, and detokenizing them would
+#: make it the bottleneck (the calibration runs the same way)
+CLIENT = {"detokenize": False}
 #: the policies, in the order they run (both engines calibrated before each and after the last)
 ENGINE_POLICIES = ("naive_split", "seamless", "dora")
 
@@ -57,6 +60,7 @@ class Pool:
         self.versions = [0] * len(engines)
         self.waiters: deque[tuple[asyncio.Future, int]] = deque()  # (slot promise, pinned engine or -1)
         self.running: list[dict[str, asyncio.Task]] = [{} for _ in engines]
+        self.on_free = None  # called when a slot frees (DORA's launcher looks again, as the simulator does)
 
     def acquire(self, pinned: int = -1, front: bool = False) -> asyncio.Future:
         """A slot: resolves to its engine's index."""
@@ -68,6 +72,8 @@ class Pool:
     def release(self, engine: int) -> None:
         self.free[engine] += 1
         self.dispatch()
+        if self.on_free is not None:
+            self.on_free()
 
     def dispatch(self) -> None:
         room = [f if up else 0 for f, up in zip(self.free, self.online)]
@@ -87,38 +93,35 @@ class Pool:
             future.set_result(engine)
         self.waiters = waiting + self.waiters
 
+    async def abort(self, request_ids: list[str]) -> None:
+        """Abort requests wherever they run (``bench_real.seamless_step`` ends a step so)."""
+        for engine in self.engines:
+            await engine.abort(request_ids)
+
     def free_slots(self) -> int:
         """Free slots on the engines taking requests, less the requests already waiting."""
         waiting = sum(not future.done() for future, _ in self.waiters)
         return max(0, sum(f for f, up in zip(self.free, self.online) if up) - waiting)
 
 
-class Run:
-    """A policy's run over the trace: groups launched, tokens generated / trained / dropped."""
+class PooledRun(_Run):
+    """``bench_real``'s run bookkeeping, its responses served by a :class:`Pool`: a response paused
+    by its engine's update continues with its tokens on the next free slot, at the queue's front."""
 
     def __init__(self, pool: Pool, prompt_ids: list[int], trace, latency: float) -> None:
-        self.pool, self.prompt_ids, self.trace, self.latency = pool, prompt_ids, trace, latency
-        self.valid = trace.group_valid()
-        self.next_prompt = 0
-        self.progress: dict[str, int] = {}  # request id -> tokens generated (stopped ones included)
-        self.trained_tokens = 0
-        self.dropped_tokens = 0  # finished groups dynamic sampling drops (no signal)
+        super().__init__(pool, prompt_ids, trace, latency)
+        self.pool = pool
+        self.continued = 0  # responses paused by an engine's update and continued
 
-    def new_group(self) -> dict:
-        prompt = self.next_prompt % self.trace.n_prompts
-        self.next_prompt += 1
-        return {"prompt": prompt, "version": None, "rids": []}
-
-    async def sample(self, group: dict, index: int, pinned: int = -1) -> int:
-        """One response to its trace length; paused (its engine taking weights) it continues with
-        its tokens on the next free slot, at the front of the queue."""
-        want, tokens, front = int(self.trace.lengths[group["prompt"]][index]), [], False
+    async def response(self, prompt: int, index: int, request_id: str, pinned: int, group: dict) -> int:
+        want, tokens, front = int(self.trace.lengths[prompt][index]), [], False
         while len(tokens) < want:
             engine = await self.pool.acquire(pinned, front)
             version = self.pool.versions[engine]
-            group["version"] = version if group["version"] is None else min(group["version"], version)
-            request_id, streamed = uuid.uuid4().hex, []
-            group["rids"].append(request_id)
+            group["version"] = version if group.get("version") is None else min(group["version"], version)
+            group.setdefault("rids", []).append(request_id)
+            streamed: list[int] = []
+            requested, aborted = want - len(tokens), False
             inner = asyncio.create_task(
                 _token_ids(
                     self.pool.engines[engine],
@@ -128,98 +131,84 @@ class Run:
                     on_output=lambda ids, out=streamed: out.__setitem__(slice(None), ids),
                     temperature=1.0,
                     ignore_eos=True,
-                    max_tokens=want - len(tokens),
+                    max_tokens=requested,
+                    **CLIENT,
                 )
             )
             self.pool.running[engine][request_id] = inner
             try:
                 await inner
+                aborted = len(streamed) < requested  # the engine aborted it (seamless's step end)
             except asyncio.CancelledError:
                 if asyncio.current_task().cancelling():
                     raise  # the response itself is stopped (seamless's abort, the run's end)
-                front = True  # paused: continued elsewhere
+                front, self.continued = True, self.continued + 1  # paused: continued elsewhere
             finally:
                 del self.pool.running[engine][request_id]
                 self.pool.release(engine)
                 tokens += streamed
+            if aborted:
+                break
+            request_id = uuid.uuid4().hex
         return len(tokens)
 
-    async def run_group(self, group: dict, pinned: int = -1) -> int:
-        done = await asyncio.gather(*(self.sample(group, i, pinned) for i in range(self.trace.group_size)))
+    async def run_group(self, prompt: int, ids: list[str], pinned: int = -1, group: dict | None = None) -> int:
+        group = {} if group is None else group
+        done = await asyncio.gather(*(self.response(prompt, i, rid, pinned, group) for i, rid in enumerate(ids)))
+        self.finished(prompt, done)
         return int(sum(done))
 
-    def scored(self, group: dict) -> bool:
-        """The group's reward is in: valid (mixed rewards) or dropped by dynamic sampling."""
-        valid = bool(self.valid[group["prompt"]])
-        if not valid:
-            self.dropped_tokens += int(self.trace.lengths[group["prompt"]].sum())
-        return valid
+    def new_group(self) -> dict:
+        return {"prompt": self.group(), "ids": [uuid.uuid4().hex for _ in range(self.trace.group_size)]}
 
-    def train_tokens(self, groups: list[dict]) -> int:
-        tokens = int(sum(self.trace.lengths[g["prompt"]].sum() for g in groups))
-        self.trained_tokens += tokens
-        return tokens
+    async def generate(self, group: dict, pinned: int = -1) -> bool:
+        """A group to its last token and its reward: valid (mixed rewards) or dropped."""
+        tokens = await self.run_group(group["prompt"], group["ids"], pinned, group)
+        await asyncio.sleep(self.latency)
+        self.scored(group["prompt"], tokens)
+        return bool(self.valid[group["prompt"]])
 
     def generated_by(self, groups) -> int:
-        return sum(self.progress.get(rid, 0) for g in groups for rid in g["rids"])
+        return sum(self.progress.get(rid, 0) for g in groups for rid in g.get("rids", []))
 
 
 def train_time(spec: dict, tokens: int) -> float:
     return spec["train_c"] + spec["train_d"] * tokens
 
 
-async def naive_split_step(run: Run, spec: dict) -> dict:
+async def stand_in(seconds: float) -> float:
+    """The trainer stand-in (or a weight sync) on the engines' client loop: the seconds it really
+    took (a sleep ends late while the loop streams both engines' outputs)."""
+    start = time.perf_counter()
+    await asyncio.sleep(seconds)
+    return time.perf_counter() - start
+
+
+async def naive_split_step(run: PooledRun, spec: dict) -> dict:
     start, batch, kept = time.perf_counter(), spec["batch_groups"], []
     engines = len(run.pool.engines)
     while len(kept) < batch:
         groups = [run.new_group() for _ in range(batch)]
-        await asyncio.gather(*(run.run_group(g, k * engines // batch) for k, g in enumerate(groups)))
-        await asyncio.sleep(run.latency)  # the round's rewards, after its last token
-        kept += [g for g in groups if run.scored(g)]
-    tokens = run.train_tokens(kept[:batch])
-    await asyncio.sleep(train_time(spec, tokens) + spec["sync_time"])  # on the engines' devices
-    return {"wall_s": time.perf_counter() - start, "trained_tokens": tokens}
-
-
-async def seamless_step(run: Run, spec: dict, stats: list[int]) -> dict:
-    """As ``bench_real.seamless_step`` on the pool; then training and the sync."""
-    start, batch = time.perf_counter(), spec["batch_groups"]
-    groups: list[dict] = []
-    wake = asyncio.Event()
-
-    async def one(group: dict) -> None:
-        try:
-            await run.run_group(group)
-            await asyncio.sleep(run.latency)
-            group["valid"], group["finish"] = run.scored(group), time.perf_counter() - start
-            stats[0] += group["valid"]
-            stats[1] += 1
-        finally:
-            wake.set()
-
-    tasks: list[asyncio.Task] = []
-    while True:
-        _raise_failed(tasks)
-        finished = [g for g in groups if "finish" in g]
-        selected, _stop = fifo_early_termination(
-            [g.get("finish") for g in groups], [g.get("valid", False) for g in groups], batch
+        tokens = await asyncio.gather(
+            *(run.run_group(g["prompt"], g["ids"], k * engines // batch) for k, g in enumerate(groups))
         )
-        if selected:
-            break
-        missing = max(0, batch - sum(g["valid"] for g in finished))
-        free = run.pool.free_slots() // run.trace.group_size
-        for _ in range(tasks_to_launch(missing, len(groups) - len(finished), valid_rate_estimate(*stats), free)):
-            group = run.new_group()
-            groups.append(group)
-            tasks.append(asyncio.create_task(one(group)))
-        wake.clear()
-        await wake.wait()
-    for task in tasks:  # cancelling a response aborts its request in vLLM
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    tokens = run.train_tokens([groups[i] for i in selected])
-    await asyncio.sleep(train_time(spec, tokens) + spec["sync_time"])
-    return {"wall_s": time.perf_counter() - start, "trained_tokens": tokens}
+        await asyncio.sleep(run.latency)  # the round's rewards, after its last token
+        for group, n in zip(groups, tokens):
+            run.scored(group["prompt"], n)
+        kept += [g for g in groups if run.valid[g["prompt"]]]
+    tokens = sum(run.train(g["prompt"]) for g in kept[:batch])
+    train_s = await stand_in(train_time(spec, tokens))  # on the engines' devices
+    sync_s = await stand_in(spec["sync_time"])
+    return {"wall_s": time.perf_counter() - start, "trained_tokens": tokens, "train_s": train_s, "sync_s": sync_s}
+
+
+async def seamless_pooled_step(run: PooledRun, spec: dict, stats: list[int]) -> dict:
+    """``bench_real.seamless_step`` on the pool; then training and the sync on the engines' devices."""
+    start = time.perf_counter()
+    tokens = (await seamless_step(run, spec["batch_groups"], spec["slots"], stats))["trained_tokens"]
+    train_s = await stand_in(train_time(spec, tokens))
+    sync_s = await stand_in(spec["sync_time"])
+    return {"wall_s": time.perf_counter() - start, "trained_tokens": tokens, "train_s": train_s, "sync_s": sync_s}
 
 
 async def update_engine(pool: Pool, engine: int, version: int, sync_time: float) -> None:
@@ -236,7 +225,7 @@ async def update_engine(pool: Pool, engine: int, version: int, sync_time: float)
     pool.dispatch()
 
 
-async def dora_run(run: Run, spec: dict, stats: list[int]) -> tuple[list[dict], int, int]:
+async def dora_run(run: PooledRun, spec: dict, stats: list[int]) -> tuple[list[dict], int, int]:
     """``spec["steps"]`` DORA steps; returns the steps, the tokens whose fate is still open (groups
     in flight or finished and not trained) and those of the stale groups dropped."""
     batch, staleness, group = spec["batch_groups"], spec["staleness"], spec["update_group"]
@@ -249,12 +238,11 @@ async def dora_run(run: Run, spec: dict, stats: list[int]) -> tuple[list[dict], 
 
     async def one(g: dict) -> None:
         try:
-            await run.run_group(g)
-            await asyncio.sleep(run.latency)
-            stats[0] += run.valid[g["prompt"]]
+            valid = await run.generate(g)
+            stats[0] += valid
             stats[1] += 1
             open_groups.remove(g)
-            if run.scored(g):
+            if valid:
                 ready.append(g)
         finally:
             wake.set()
@@ -272,10 +260,12 @@ async def dora_run(run: Run, spec: dict, stats: list[int]) -> tuple[list[dict], 
             wake.clear()
             await wake.wait()
 
+    pool.on_free = wake.set
     generator = asyncio.create_task(generate())
-    steps, last = [], time.perf_counter()
+    steps, last, update_s = [], time.perf_counter(), None
     try:
         for _ in range(spec["steps"]):
+            waiting = time.perf_counter()
             while True:  # the trainer waits for a batch
                 _raise_failed([generator, *tasks])
                 for g in [g for g in ready if not trainable(g)]:
@@ -285,10 +275,11 @@ async def dora_run(run: Run, spec: dict, stats: list[int]) -> tuple[list[dict], 
                     break
                 wake.clear()
                 await wake.wait()
+            waited = time.perf_counter() - waiting
             chosen, ready[:] = ready[:batch], ready[batch:]
             wake.set()  # the generator sees the new demand
-            tokens = run.train_tokens(chosen)
-            await asyncio.sleep(train_time(spec, tokens))  # on its own device: the engines generate on
+            tokens = sum(run.train(g["prompt"]) for g in chosen)
+            train_s = await stand_in(train_time(spec, tokens))  # on its own device: the engines generate on
             now = time.perf_counter()
             steps.append(
                 {
@@ -297,13 +288,18 @@ async def dora_run(run: Run, spec: dict, stats: list[int]) -> tuple[list[dict], 
                     "versions": sorted({g["version"] for g in chosen}),
                     "lag": state["version"] - min(g["version"] for g in chosen),
                     "engine_versions": list(pool.versions),
+                    "wait_s": waited,  # for a batch (the update before it is in the step's wall too)
+                    "train_s": train_s,
+                    "sync_s": update_s,  # the update before this step: abort, cache reset, sync
                 }
             )
             last = now
             state["version"] += 1
             if len(steps) < spec["steps"]:  # the last update would not be used
                 picked = replicas_to_update(pool.versions, state["version"], group, staleness)
+                updating = time.perf_counter()
                 await asyncio.gather(*(update_engine(pool, e, state["version"], spec["sync_time"]) for e in picked))
+                update_s = time.perf_counter() - updating
                 wake.set()
     finally:
         generator.cancel()
@@ -315,7 +311,7 @@ async def dora_run(run: Run, spec: dict, stats: list[int]) -> tuple[list[dict], 
 
 
 async def run_policy(pool: Pool, prompt_ids, trace, policy: str, spec: dict) -> dict:
-    run, stats = Run(pool, prompt_ids, trace, spec["reward_latency"]), [0, 0]
+    run, stats = PooledRun(pool, prompt_ids, trace, spec["reward_latency"]), [0, 0]
     pending, stale = 0, 0
     if policy == "dora":
         steps, pending, stale = await dora_run(run, spec, stats)
@@ -326,15 +322,16 @@ async def run_policy(pool: Pool, prompt_ids, trace, policy: str, spec: dict) -> 
             if policy == "naive_split":
                 steps.append(await naive_split_step(run, spec))
             elif policy == "seamless":
-                steps.append(await seamless_step(run, spec, stats))
+                steps.append(await seamless_pooled_step(run, spec, stats))
             else:
                 raise ValueError(f"unknown policy {policy!r}; one of {ENGINE_POLICIES}")
     return {
         "steps": steps,
-        "generated_tokens": sum(run.progress.values()),
+        "generated_tokens": run.generated,
         "pending_tokens": int(pending),
         "dropped_tokens": run.dropped_tokens,
         "stale_tokens": stale,
+        "continued": run.continued,
     }
 
 
@@ -342,7 +339,7 @@ async def calibrate_both(engines: list, prompt_ids, per_engine: int) -> dict:
     """Both engines calibrated at once (they share the machine with the client), up to their
     ``per_engine`` slots; the mean of the two fits."""
     sizes = (1, per_engine // 4, per_engine // 2, per_engine)
-    fits = await asyncio.gather(*(calibrate(engine, prompt_ids, sizes=sizes) for engine in engines))
+    fits = await asyncio.gather(*(calibrate(engine, prompt_ids, sizes=sizes, **CLIENT) for engine in engines))
     keys = ("step_a", "step_b", "admit_a", "admit_b")
     return {**{key: float(np.mean([fit[key] for fit in fits])) for key in keys}, "engines": fits}
 
@@ -378,7 +375,7 @@ async def main(spec: dict) -> dict:
     prompt_ids = tokenizer(make_problems(1, seed=0)[0].prompt)["input_ids"]
     trace = long_tail_trace(**spec["trace"])
     result: dict = {"calibrations": [], "cores": [cores[i % len(cores)] for i in range(2)]}
-    for policy in ENGINE_POLICIES:
+    for policy in spec.get("policies", ENGINE_POLICIES):
         result["calibrations"].append(await calibrate_both(engines, prompt_ids, per_engine))
         print(f"[bench_engines] {policy} ...", file=sys.stderr, flush=True)
         result[policy] = await run_policy(Pool(engines, per_engine), prompt_ids, trace, policy, spec)

@@ -78,10 +78,20 @@ async def _token_ids(
     return list(final.outputs[0].token_ids) if final and final.outputs else []
 
 
-async def _generate(engine, prompt_ids, max_tokens: int, request_id: str, progress: dict | None = None) -> int:
-    """Tokens of one sampled response forced to ``max_tokens`` (``ignore_eos``)."""
+async def _generate(
+    engine, prompt_ids, max_tokens: int, request_id: str, progress: dict | None = None, **sampling
+) -> int:
+    """Tokens of one sampled response forced to ``max_tokens`` (``ignore_eos``; ``sampling``: more
+    ``SamplingParams`` fields)."""
     ids = await _token_ids(
-        engine, prompt_ids, request_id, progress=progress, temperature=1.0, ignore_eos=True, max_tokens=int(max_tokens)
+        engine,
+        prompt_ids,
+        request_id,
+        progress=progress,
+        temperature=1.0,
+        ignore_eos=True,
+        max_tokens=int(max_tokens),
+        **sampling,
     )
     return len(ids)
 
@@ -165,19 +175,22 @@ async def repetition(engine, prompts: list[list[int]], pairs: int = 6, requests:
     }
 
 
-async def calibrate(engine, prompt_ids, sizes=(1, 4, 16, 32), lengths=(4, 36), repeats: int = 3) -> dict:
+async def calibrate(engine, prompt_ids, sizes=(1, 4, 16, 32), lengths=(4, 36), repeats: int = 3, **sampling) -> dict:
     """Engine costs from ``n`` concurrent requests of ``T`` tokens started on an idle engine (median
     of ``repeats``, after a warm-up): ``t(n, T) = admit(n) + T·step(n)``, two lengths per size
     separate them; then least squares ``step(n) = a + b·n`` (decode step) and ``admit(n) = c + d·n``
     (starting ``n`` requests from idle: input processing and prefill, beyond a decode step)."""
-    await asyncio.gather(*(_generate(engine, prompt_ids, lengths[-1], uuid.uuid4().hex) for _ in range(max(sizes))))
+    warm_up = (_generate(engine, prompt_ids, lengths[-1], uuid.uuid4().hex, **sampling) for _ in range(max(sizes)))
+    await asyncio.gather(*warm_up)
     times = np.zeros((len(sizes), len(lengths)))
     for i, n in enumerate(sizes):
         for j, tokens in enumerate(lengths):
             runs = []
             for _ in range(repeats):
                 start = time.perf_counter()
-                await asyncio.gather(*(_generate(engine, prompt_ids, tokens, uuid.uuid4().hex) for _ in range(n)))
+                await asyncio.gather(
+                    *(_generate(engine, prompt_ids, tokens, uuid.uuid4().hex, **sampling) for _ in range(n))
+                )
                 runs.append(time.perf_counter() - start)
             times[i, j] = float(np.median(runs))
     (short, long_), n = lengths, np.array(sizes, dtype=float)

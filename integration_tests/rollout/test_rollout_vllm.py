@@ -8,7 +8,9 @@
 - verl 0.9.1's abort call works on vLLM 0.32 with patch ``vllm-pause-generation-mode``; vLLM's own
   method (the patch's ``__wrapped__``) raises TypeError on it (why the patch exists);
 - ``reasonrl bench rollout``'s real step schedules run on the engine, and a request the engine
-  refuses fails the step instead of hanging it.
+  refuses fails the step instead of hanging it;
+- its two-engine schedules (naive on a static split, seamless, DORA) run on two engines of one core
+  each (a second fixture script, ~1 min).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from reasonrl.testing.fresh_process import run_fresh
 pytestmark = pytest.mark.integration
 
 SCRIPT = Path(__file__).parent / "fixtures" / "vllm_async_rollout.py"
+TWO_ENGINES = Path(__file__).parent / "fixtures" / "two_engines.py"
 
 
 def test_repeat_detection_partial_continuation_and_verls_abort_on_vllm_cpu():
@@ -59,3 +62,31 @@ def test_repeat_detection_partial_continuation_and_verls_abort_on_vllm_cpu():
     # a refused request surfaces from seamless and partial steps (it used to hang seamless)
     for policy, outcome in result["bench_failure"].items():
         assert "maximum context length is 64 tokens" in outcome, (policy, outcome)
+
+
+def test_two_engine_bench_schedules_on_two_vllm_cpu_engines():
+    """Every schedule trains each step; DORA's engines alternate versions within its bound, its
+    responses paused by an update continue with their tokens, and every token it generated is
+    trained, dropped (dynamic sampling, stale) or still pending — none unaccounted for."""
+    from reasonrl.smoke.prepare import default_root, ensure
+
+    ensure()
+    done = run_fresh(
+        [sys.executable, str(TWO_ENGINES), str(default_root() / "model")], env={"VERL_PLATFORM": "cpu"}, timeout=400
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    bound = result["spec"]["staleness"]
+    for policy in ("naive_split", "seamless", "dora"):
+        run = result[policy]
+        trained = [step["trained_tokens"] for step in run["steps"]]
+        assert len(trained) == 3 and min(trained) > 0, policy
+        assert run["generated_tokens"] >= sum(trained) + run["dropped_tokens"], policy
+    dora = result["dora"]
+    for step in dora["steps"]:
+        assert step["lag"] <= bound
+        assert max(step["engine_versions"]) - min(step["engine_versions"]) < bound
+    assert [s["engine_versions"] for s in dora["steps"]][:3] == [[0, 0], [1, 0], [1, 2]]  # the oldest one, in turn
+    assert dora["continued"] > 0
+    spent = sum(s["trained_tokens"] for s in dora["steps"]) + dora["dropped_tokens"] + dora["stale_tokens"]
+    assert dora["generated_tokens"] == spent + dora["pending_tokens"]
