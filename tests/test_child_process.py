@@ -46,11 +46,17 @@ def test_ctrl_c_waits_for_the_childs_shutdown_then_re_raises(tmp_path):
         return int(found[0])
 
     presser = threading.Thread(target=press_ctrl_c)
-    with log.open("w") as out:
-        presser.start()
-        with pytest.raises(KeyboardInterrupt):
-            run_through_ctrl_c([sys.executable, "-c", CHILD, str(mark)], out)
-    presser.join()
+    # a terminal's driver has Python's Ctrl-C handler; a test runner started in the background
+    # (`cmd &` in a non-interactive shell) inherits SIGINT *ignored*, and the interrupt would vanish
+    terminal = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with log.open("w") as out:
+            presser.start()
+            with pytest.raises(KeyboardInterrupt):
+                run_through_ctrl_c([sys.executable, "-c", CHILD, str(mark)], out)
+        presser.join()
+    finally:
+        signal.signal(signal.SIGINT, terminal)
     assert mark.read_text() == "cleaned up", "the child was killed before its cleanup"
 
 

@@ -250,6 +250,9 @@ async def dora_run(run: PooledRun, spec: dict, stats: list[int]) -> tuple[list[d
     async def generate() -> None:  # launch toward batch·(1 + staleness) usable groups, as the simulator
         while True:
             _raise_failed(tasks)
+            tasks[:] = [
+                task for task in tasks if not task.done()
+            ]  # the loop wakes at every freed slot: scan only these
             usable = sum(trainable(g) for g in ready)
             demand = max(0, batch * (1 + staleness) - usable)
             free = pool.free_slots() // run.trace.group_size
