@@ -179,8 +179,9 @@ def bracketed(before: dict, after: dict) -> dict:
     return {key: (before[key] + after[key]) / 2 for key in keys}
 
 
-def real(spec: dict) -> dict:
-    """Run ``bench_real.py`` in a fresh process; then the simulator's prediction of the same runs."""
+def measured_in_fresh_process(module: str, spec: dict) -> tuple[dict, dict]:
+    """Run a real-generation module (``python -m module SPEC_JSON``, the smoke model added to the
+    spec) in a fresh process: the spec it ran with and the JSON line it printed."""
     from benchmarks import ROOT
     from reasonrl.smoke.prepare import default_root, ensure
     from reasonrl.testing.fresh_process import run_fresh
@@ -188,14 +189,16 @@ def real(spec: dict) -> dict:
     ensure()
     spec = {**spec, "model": str(default_root() / "model")}
     done = run_fresh(
-        [sys.executable, "-m", "benchmarks.rollout.bench_real", json.dumps(spec)],
-        pythonpath=[ROOT],
-        env={"VERL_PLATFORM": "cpu"},
-        timeout=1800,
+        [sys.executable, "-m", module, json.dumps(spec)], pythonpath=[ROOT], env={"VERL_PLATFORM": "cpu"}, timeout=1800
     )
     if done.returncode != 0:
-        raise RuntimeError(f"real-generation bench failed:\n{done.stderr[-3000:]}")
-    measured = json.loads(done.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{module} failed:\n{done.stderr[-3000:]}")
+    return spec, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def real(spec: dict) -> dict:
+    """Run ``bench_real.py`` in a fresh process; then the simulator's prediction of the same runs."""
+    spec, measured = measured_in_fresh_process("benchmarks.rollout.bench_real", spec)
     calibrations = measured["calibrations"]  # before each policy, and after the last
     trace = long_tail_trace(**spec["trace"])
     out = {"calibration": bracketed(calibrations[0], calibrations[-1]), "calibrations": calibrations, "spec": spec}
@@ -268,21 +271,7 @@ def real(spec: dict) -> dict:
 def two_engines(spec: dict) -> dict:
     """Run ``bench_engines.py`` in a fresh process; then the simulator's prediction of the same runs
     (two engines, the calibrations bracketing each run, the same trainer stand-in)."""
-    from benchmarks import ROOT
-    from reasonrl.smoke.prepare import default_root, ensure
-    from reasonrl.testing.fresh_process import run_fresh
-
-    ensure()
-    spec = {**spec, "model": str(default_root() / "model")}
-    done = run_fresh(
-        [sys.executable, "-m", "benchmarks.rollout.bench_engines", json.dumps(spec)],
-        pythonpath=[ROOT],
-        env={"VERL_PLATFORM": "cpu"},
-        timeout=1800,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"two-engine bench failed:\n{done.stderr[-3000:]}")
-    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    spec, measured = measured_in_fresh_process("benchmarks.rollout.bench_engines", spec)
     calibrations = measured["calibrations"]
     trace = long_tail_trace(**spec["trace"])
     out: dict = {"calibrations": calibrations, "cores": measured["cores"], "spec": spec}
@@ -292,13 +281,13 @@ def two_engines(spec: dict) -> dict:
         steps = run["steps"]
         # the trainer stand-in's and the syncs' durations as they ran (sleeps end late on the loaded
         # client loop; DORA's update adds the abort and the cache reset): costs, like the calibration
-        late = float(np.mean([st["train_s"] - spec["train_d"] * st["trained_tokens"] for st in steps]))
+        train_c = float(np.mean([st["train_s"] - spec["train_d"] * st["trained_tokens"] for st in steps]))
         sync = float(np.mean([st["sync_s"] for st in steps if st["sync_s"] is not None]))
         engine = EngineModel(
             slots=spec["slots"],
             engines=2,
             reward_latency=spec["reward_latency"],
-            train_c=late,
+            train_c=train_c,
             train_d=spec["train_d"],
             sync_time=sync,
             **calibration,
@@ -331,7 +320,7 @@ def two_engines(spec: dict) -> dict:
             "simulated_sample_waste_valid": prediction["sample_waste_valid"],
             "simulator_error": predicted_wall / wall - 1.0,
             "calibration": calibration,
-            "train_c_as_run": late,
+            "train_c_as_run": train_c,
             "sync_as_run": sync,
         }
         if policy == "dora":

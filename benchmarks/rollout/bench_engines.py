@@ -184,6 +184,13 @@ async def stand_in(seconds: float) -> float:
     return time.perf_counter() - start
 
 
+async def train_colocated(spec: dict, start: float, tokens: int) -> dict:
+    """A colocated step's end: training, then the sync, on the engines' devices (nothing generates)."""
+    train_s = await stand_in(train_time(spec, tokens))
+    sync_s = await stand_in(spec["sync_time"])
+    return {"wall_s": time.perf_counter() - start, "trained_tokens": tokens, "train_s": train_s, "sync_s": sync_s}
+
+
 async def naive_split_step(run: PooledRun, spec: dict) -> dict:
     start, batch, kept = time.perf_counter(), spec["batch_groups"], []
     engines = len(run.pool.engines)
@@ -196,19 +203,14 @@ async def naive_split_step(run: PooledRun, spec: dict) -> dict:
         for group, n in zip(groups, tokens):
             run.scored(group["prompt"], n)
         kept += [g for g in groups if run.valid[g["prompt"]]]
-    tokens = sum(run.train(g["prompt"]) for g in kept[:batch])
-    train_s = await stand_in(train_time(spec, tokens))  # on the engines' devices
-    sync_s = await stand_in(spec["sync_time"])
-    return {"wall_s": time.perf_counter() - start, "trained_tokens": tokens, "train_s": train_s, "sync_s": sync_s}
+    return await train_colocated(spec, start, sum(run.train(g["prompt"]) for g in kept[:batch]))
 
 
 async def seamless_pooled_step(run: PooledRun, spec: dict, stats: list[int]) -> dict:
     """``bench_real.seamless_step`` on the pool; then training and the sync on the engines' devices."""
     start = time.perf_counter()
-    tokens = (await seamless_step(run, spec["batch_groups"], spec["slots"], stats))["trained_tokens"]
-    train_s = await stand_in(train_time(spec, tokens))
-    sync_s = await stand_in(spec["sync_time"])
-    return {"wall_s": time.perf_counter() - start, "trained_tokens": tokens, "train_s": train_s, "sync_s": sync_s}
+    step = await seamless_step(run, spec["batch_groups"], spec["slots"], stats)
+    return await train_colocated(spec, start, step["trained_tokens"])
 
 
 async def update_engine(pool: Pool, engine: int, version: int, sync_time: float) -> None:
@@ -250,9 +252,8 @@ async def dora_run(run: PooledRun, spec: dict, stats: list[int]) -> tuple[list[d
     async def generate() -> None:  # launch toward batch·(1 + staleness) usable groups, as the simulator
         while True:
             _raise_failed(tasks)
-            tasks[:] = [
-                task for task in tasks if not task.done()
-            ]  # the loop wakes at every freed slot: scan only these
+            # the loop wakes at every freed slot: keep only the running tasks to scan
+            tasks[:] = [task for task in tasks if not task.done()]
             usable = sum(trainable(g) for g in ready)
             demand = max(0, batch * (1 + staleness) - usable)
             free = pool.free_slots() // run.trace.group_size
@@ -318,7 +319,6 @@ async def run_policy(pool: Pool, prompt_ids, trace, policy: str, spec: dict) -> 
     pending, stale = 0, 0
     if policy == "dora":
         steps, pending, stale = await dora_run(run, spec, stats)
-        pool.versions = [0] * len(pool.engines)
     else:
         steps = []
         for _ in range(spec["steps"]):
@@ -366,18 +366,25 @@ def start_engine(model: str, per_engine: int, core: int):
     )
 
 
-async def main(spec: dict) -> dict:
+def start_engines(spec: dict) -> tuple[list, list[int], list[int]]:
+    """The two engines (``slots / 2`` each, on the first two cores this process may use), the prompt
+    every request starts from, and those cores."""
     from transformers import AutoTokenizer
 
     from reasonrl.smoke.arithmetic import make_problems
 
-    cores = sorted(os.sched_getaffinity(0))
+    available = sorted(os.sched_getaffinity(0))
+    cores = [available[i % len(available)] for i in range(2)]
+    engines = [start_engine(spec["model"], spec["slots"] // 2, core) for core in cores]
+    prompt_ids = AutoTokenizer.from_pretrained(spec["model"])(make_problems(1, seed=0)[0].prompt)["input_ids"]
+    return engines, prompt_ids, cores
+
+
+async def main(spec: dict) -> dict:
+    engines, prompt_ids, cores = start_engines(spec)
     per_engine = spec["slots"] // 2
-    engines = [start_engine(spec["model"], per_engine, cores[i % len(cores)]) for i in range(2)]
-    tokenizer = AutoTokenizer.from_pretrained(spec["model"])
-    prompt_ids = tokenizer(make_problems(1, seed=0)[0].prompt)["input_ids"]
     trace = long_tail_trace(**spec["trace"])
-    result: dict = {"calibrations": [], "cores": [cores[i % len(cores)] for i in range(2)]}
+    result: dict = {"calibrations": [], "cores": cores}
     for policy in spec.get("policies", ENGINE_POLICIES):
         result["calibrations"].append(await calibrate_both(engines, prompt_ids, per_engine))
         print(f"[bench_engines] {policy} ...", file=sys.stderr, flush=True)
