@@ -6,6 +6,7 @@ KV-budgeted child, the CLI resuming stage by stage, and the bad-input errors."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,10 @@ pytestmark = pytest.mark.integration
 SMALL = {"toy_layers": 4, "toy_steps": 200, "distill_steps": 60, "distill_sequences": 128, "pareto_points": 4}
 #: the CLI run also checks the exported child in megatron-core and vLLM (fresh processes)
 RUN = {**SMALL, "check_engines": True}
+#: the CLI runs get one torch thread: CI runs two pytest workers on two cores, and with torch's
+#: default two threads beside a busy neighbour (DORA's test) OpenMP's spin-waits stretched the
+#: 91 s run below past 10 minutes (measured here; 143 s with one thread beside the same neighbour)
+ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +40,17 @@ def run(tmp_path_factory):
         str(run_dir),
         *[f"--set={k}={v}" for k, v in RUN.items()],
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    try:  # under the test's own time limit, so a stall fails with the stage it stalled in
+        done = subprocess.run(command, capture_output=True, text=True, timeout=480, env=ONE_THREAD)
+    except subprocess.TimeoutExpired as stalled:
+        pytest.fail(f"puzzle run past 480 s; its output so far:\n{_tail(stalled.stdout)}\n{_tail(stalled.stderr)}")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return run_dir, done.stdout
+
+
+def _tail(output: bytes | str | None) -> str:
+    text = output.decode(errors="replace") if isinstance(output, bytes) else output or ""
+    return text[-3000:]
 
 
 def test_the_searched_child_beats_uniform_pruning_at_the_same_budget(run):
@@ -112,6 +125,7 @@ def test_distillation_in_ray_workers_matches_and_resumes_per_subblock(run, tmp_p
         capture_output=True,
         text=True,
         timeout=600,
+        env=ONE_THREAD,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     progress = [line for line in done.stdout.splitlines() if "subblocks [" in line and "distill" in line]
@@ -139,6 +153,7 @@ def test_export_target_nemo_runs_the_child_in_nemo_and_distills_it_from_the_pare
         capture_output=True,
         text=True,
         timeout=900,
+        env=ONE_THREAD,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     record = json.loads((run_dir / "nemo.json").read_text())
@@ -200,6 +215,7 @@ def test_bad_inputs_are_named(tmp_path):
         capture_output=True,
         text=True,
         timeout=300,
+        env=ONE_THREAD,
     )
     assert cli.returncode == 2 and "Llama-architecture parent" in cli.stderr
 
@@ -223,6 +239,7 @@ def test_a_budget_below_the_smallest_child_is_named(run, tmp_path):
         capture_output=True,
         text=True,
         timeout=300,
+        env=ONE_THREAD,
     )
     assert (
         cli.returncode == 2
