@@ -1,0 +1,35 @@
+"""model_rewards: rewards decided by models (LongCat §3.3 / §3.4.3, Llama-Nemotron §5.1 / §6, Kimi k1.5 §2.3.5).
+
+- verdict rewards (``verdict_reward.py``): a judge model decides whether a final answer matches
+  the reference — LongCat's generative RM, Nemotron's LLM judge, Kimi's chain-of-thought RM, one
+  mechanism with the reports' templates (``templates.yaml``); Math-Verify first, the answer
+  fenced as data, verdicts parsed without crashing, a cache of repeated answers, counters;
+- the instruction-following reward (``constraints.py``, IFEval's checks; Nemotron §6.1);
+- RPO, reward-aware preference optimization (``rpo.py``; Nemotron §6.2).
+
+Framework-free cores; the judge is any ``ask(messages) -> text`` (``judge_client.openai_chat`` on
+verl's reward-model router).
+"""
+
+from __future__ import annotations
+
+from reasonrl.contracts import ConfigGroup, PluginInfo
+from reasonrl.hookspecs import hookimpl
+
+
+@hookimpl
+def reasonrl_plugin_info() -> PluginInfo:
+    return PluginInfo(
+        name="model_rewards",
+        summary="verdict rewards from a judge model (GenRM, LLM judge, CoT RM) with fenced answers and a cache; "
+        "IFEval constraint reward; RPO loss",
+        reports=("LongCat-Flash-Thinking §3.3", "Llama-Nemotron §5.1, §6", "Kimi k1.5 §2.3.5"),
+        requires=("rewards",),  # Math-Verify first (reasonrl.api.math_reward), the judge only where it says "not equal"
+    )
+
+
+@hookimpl
+def reasonrl_config_groups() -> list[ConfigGroup]:
+    from reasonrl.plugins.model_rewards.config import MODEL_REWARDS_GROUP
+
+    return [MODEL_REWARDS_GROUP]
