@@ -13,7 +13,7 @@ verl's reward-model router).
 
 from __future__ import annotations
 
-from reasonrl.contracts import ConfigGroup, PluginInfo
+from reasonrl.contracts import ConfigGroup, PluginInfo, TrainerCallback
 from reasonrl.hookspecs import hookimpl
 
 
@@ -33,3 +33,14 @@ def reasonrl_config_groups() -> list[ConfigGroup]:
     from reasonrl.plugins.model_rewards.config import MODEL_REWARDS_GROUP
 
     return [MODEL_REWARDS_GROUP]
+
+
+def _build_counters(config):
+    from reasonrl.plugins.model_rewards.verl_callback import build
+
+    return build(config)
+
+
+@hookimpl
+def reasonrl_trainer_callbacks() -> list[TrainerCallback]:
+    return [TrainerCallback("model_rewards", _build_counters)]

@@ -35,6 +35,9 @@ class ModelRewardsConfig:
         2000, help="the judge sees at most this many characters of the final answer (from its end)", low=16
     )
     cache_size: int = knob(10_000, help="verdicts kept per reward worker for repeated answers (0: off)", low=0)
+    judge_domains: Optional[list] = knob(
+        None, help="data_source values the judge scores (others: the reward manager's own rewards); unset: every row"
+    )
     judge_url: Optional[str] = knob(None, help="an OpenAI-compatible judge server; default: verl's reward-model router")
     judge_model: Optional[str] = knob(
         None, help="the served judge's model name; default: reward.reward_model.model_path"

@@ -5,7 +5,11 @@ reward loop calls ``run_single`` once per trajectory (in its RewardLoopWorker pr
 returns the reward and, in ``reward_extra_info``, the per-sample facts the rest of reasonrl
 uses (``acc``, ``incomplete`` for the group step in ``verl_group.py``) and logs (per-level
 pass string, judge errors, truncation). A ``reward.custom_reward_function`` still replaces
-the task reward (as in verl's naive manager); format reward and flags are added on top.
+the task reward (as in verl's naive manager), receiving verl's reward-model router address when
+verl serves a reward model; format reward and flags are added on top. A custom function may
+return a dict whose ``score`` is None: the manager's own task reward (code, math) scores that
+response; the dict's other keys join ``reward_extra_info`` either way (the same keys for every
+response, as verl requires).
 The code judge starts (and is probed: a known-good program must pass in its sandbox) on the
 first code response; a sandbox that cannot start raises there and stops the run.
 Math answers are graded by this process's bounded Math-Verify pool (``math_verifier.py``,
@@ -43,6 +47,12 @@ class ReasonrlRewardManager(RewardManagerBase):
         # verl hands every manager a score function (its data_source dispatch when none is
         # configured); only a configured reward.custom_reward_function replaces ours.
         self.custom_score = compute_score if config_value(config, "reward.custom_reward_function.path") else None
+        # as verl's naive manager: a custom function reaches verl's reward-model server through these
+        self.reward_model_kwargs = (
+            {"reward_router_address": reward_router_address, "reward_model_tokenizer": reward_model_tokenizer}
+            if reward_router_address is not None
+            else {}
+        )
         self.max_response_length = config_value(config, "actor_rollout_ref.rollout.response_length") or config_value(
             config, "data.max_response_length"
         )
@@ -72,25 +82,39 @@ class ReasonrlRewardManager(RewardManagerBase):
                     raise
             return self._judge
 
-    async def _custom_task_score(self, data_source, response, ground_truth, extra_info) -> scoring.Scored:
+    async def _custom_task_score(
+        self, data_source, response, ground_truth, extra_info
+    ) -> tuple[scoring.Scored | None, dict]:
         kwargs = dict(data_source=data_source, solution_str=response, ground_truth=ground_truth, extra_info=extra_info)
+        kwargs.update(self.reward_model_kwargs)
         if inspect.iscoroutinefunction(self.custom_score):
             result = await self.custom_score(**kwargs)
         else:
             result = await self.loop.run_in_executor(None, lambda: self.custom_score(**kwargs))
-        value = float(result["score"] if isinstance(result, dict) else result)
-        return scoring.Scored(value, value >= 1.0, kind="custom")
+        extra = {k: v for k, v in result.items() if k != "score"} if isinstance(result, dict) else {}
+        value = result.get("score") if isinstance(result, dict) else result
+        if value is None:  # declined: the manager's own task reward scores this response
+            return None, extra
+        value = float(value)
+        return scoring.Scored(value, value >= 1.0, kind="custom"), extra
 
-    async def _task_score(self, data_source, response: str, ground_truth, extra_info: dict) -> scoring.Scored:
+    async def _task_score(
+        self, data_source, response: str, ground_truth, extra_info: dict
+    ) -> tuple[scoring.Scored, dict]:
+        custom_extra = {}
         if self.custom_score is not None:
-            return await self._custom_task_score(data_source, response, ground_truth, extra_info)
+            scored, custom_extra = await self._custom_task_score(data_source, response, ground_truth, extra_info)
+            if scored is not None:
+                return scored, custom_extra
         code = scoring.code_spec(ground_truth, extra_info)
         if code is not None:
             problem, calibration = code
             # built (and probed) off the event loop: the probe starts a sandbox
             judge = self._judge or await self.loop.run_in_executor(None, lambda: self.judge)
-            return await scoring.score_code(judge, problem, calibration, response, self.settings.code_scheme)
-        return await self.loop.run_in_executor(None, scoring.math_scored, response, ground_truth)
+            return await scoring.score_code(
+                judge, problem, calibration, response, self.settings.code_scheme
+            ), custom_extra
+        return await self.loop.run_in_executor(None, scoring.math_scored, response, ground_truth), custom_extra
 
     def _thinking_mode(self, item, extra_info: dict) -> str | None:
         setting = extra_info.get("thinking")
@@ -111,12 +135,14 @@ class ReasonrlRewardManager(RewardManagerBase):
         response = await self.loop.run_in_executor(None, lambda: self.tokenizer.decode(ids, skip_special_tokens=True))
         extra_info = dict(item.non_tensor_batch.get("extra_info", None) or {})
         ground_truth = item.non_tensor_batch["reward_model"]["ground_truth"]
-        task = await self._task_score(item.non_tensor_batch.get("data_source"), response, ground_truth, extra_info)
+        task, custom_extra = await self._task_score(
+            item.non_tensor_batch.get("data_source"), response, ground_truth, extra_info
+        )
         # the prompt is decoded only when the format reward counts
         mode = self._thinking_mode(item, extra_info) if self.settings.thinking_format_weight > 0 else None
         format_score = scoring.thinking_format(response, mode)
         flags = scoring.incomplete_flags(self.settings, ids, self.max_response_length, task.judge_error, self.stop_ids)
-        extra = scoring.combine(task, format_score, flags, self.settings)
+        extra = {**custom_extra, **scoring.combine(task, format_score, flags, self.settings)}
         # this response's scoring time (the step's sum is logged as reward/scoring_s)
         extra["scoring_s"] = time.perf_counter() - start
         return {"reward_score": extra["score"], "reward_extra_info": extra}

@@ -1,0 +1,109 @@
+"""verl adapter: the verdict and constraint rewards as verl's custom reward function.
+
+The option files set ``reward.custom_reward_function.path =
+pkg://reasonrl.plugins.model_rewards.verl_reward_fn`` (name ``compute_score``) and hand it the
+``reasonrl.model_rewards`` section through ``reward_kwargs``. verl calls it once per response in
+its reward loop; with ``reward.reward_model.enable`` verl serves the judge itself and passes its
+router's address (``reward_router_address``), which this function asks (no second serving path);
+``judge_url`` points at any other OpenAI-compatible server instead.
+
+Per response:
+- a row whose ``extra_info`` lists ``instruction_id_list`` (+ ``kwargs``): the constraint reward;
+- a row whose ``data_source`` is one of ``judge_domains`` (every row when unset): the verdict
+  reward (Math-Verify first, through ``reasonrl.api.math_reward``); the question is
+  ``extra_info["question"]``;
+- any other row: declined (``score`` None), which reasonrl's reward manager scores with its own
+  rewards.
+
+Every response gets the same ``judge_*`` / ``constraints_*`` keys (verl needs one key set per
+batch), which the ``model_rewards`` callback sums into the step's metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from reasonrl.plugins.model_rewards.config import ModelRewardsConfig
+from reasonrl.plugins.model_rewards.verdict_reward import VerdictReward, VerdictSettings
+
+SOURCES = ("rule", "model", "cache", "unparsed", "timeout", "error")
+EXTRA_KEYS = tuple(f"judge_{source}" for source in SOURCES) + ("constraints_checked", "constraints_followed")
+
+_rewards: dict[tuple, VerdictReward] = {}
+
+
+def _settings(model_rewards: Any) -> ModelRewardsConfig:
+    from omegaconf import DictConfig, OmegaConf
+
+    from reasonrl.config import validate_group
+    from reasonrl.plugins.model_rewards.config import MODEL_REWARDS_GROUP
+
+    section = (
+        OmegaConf.to_container(model_rewards, resolve=True) if isinstance(model_rewards, DictConfig) else model_rewards
+    )
+    return validate_group(MODEL_REWARDS_GROUP, dict(section or {}))
+
+
+def verdict_reward(settings: ModelRewardsConfig, router: str | None, judge_model_path: str | None) -> VerdictReward:
+    """This process's verdict reward for these settings and this event loop (built once)."""
+    from reasonrl.api import math_reward
+    from reasonrl.plugins.model_rewards.judge_client import openai_chat
+    from reasonrl.plugins.model_rewards.templates import load_templates
+
+    url = settings.judge_url or router
+    model = settings.judge_model or judge_model_path
+    key = (repr(settings), url, model, id(asyncio.get_running_loop()))
+    if key not in _rewards:
+        if not url or not model:
+            raise ValueError(
+                "reasonrl.model_rewards: no judge to ask: enable verl's reward model (reward.reward_model.enable=true "
+                "with its model_path) or set judge_url and judge_model"
+            )
+        ask = openai_chat(url, model, settings.judge_max_tokens, settings.judge_temperature)
+        verdicts = VerdictSettings(
+            rule_first=settings.rule_first,
+            unparsed_score=settings.unparsed_score,
+            timeout_score=settings.timeout_score,
+            timeout_s=settings.timeout_s,
+            max_concurrency=settings.max_concurrency,
+            max_answer_chars=settings.max_answer_chars,
+            cache_size=settings.cache_size,
+        )
+        template = load_templates(settings.template_file)[settings.template]
+        _rewards[key] = VerdictReward(template, ask, verdicts, rule=math_reward)
+    return _rewards[key]
+
+
+async def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: dict | None = None,
+    reward_router_address: str | None = None,
+    reward_model_tokenizer: Any = None,
+    model_rewards: Any = None,
+    judge_model_path: str | None = None,
+    **_: Any,
+) -> dict[str, Any]:
+    """verl's custom-reward signature; returns ``{"score": float | None, <EXTRA_KEYS>: 0 / 1}``."""
+    settings = _settings(model_rewards)
+    extra_info = dict(extra_info or {})
+    out: dict[str, Any] = {key: 0.0 for key in EXTRA_KEYS}
+    if extra_info.get("instruction_id_list") is not None:
+        from reasonrl.plugins.model_rewards.constraints import constraint_reward
+
+        ids = list(extra_info["instruction_id_list"])
+        kwargs = [dict(k or {}) for k in (extra_info.get("kwargs") or [{}] * len(ids))]
+        scored = constraint_reward(
+            solution_str, ids, kwargs, str(extra_info.get("prompt", "")), settings.constraint_reward
+        )
+        out.update(score=scored.score, constraints_checked=1.0, constraints_followed=float(all(scored.followed)))
+        return out
+    if settings.judge_domains is not None and data_source not in settings.judge_domains:
+        out["score"] = None  # not a judged domain: the reward manager's own rewards score it
+        return out
+    reward = verdict_reward(settings, reward_router_address, judge_model_path)
+    verdict = await reward.score(str(extra_info.get("question", "")), str(ground_truth), solution_str)
+    out.update({"score": verdict.score, f"judge_{verdict.source}": 1.0})
+    return out
