@@ -13,7 +13,7 @@ verl's reward-model router).
 
 from __future__ import annotations
 
-from reasonrl.contracts import ConfigGroup, PluginInfo, TrainerCallback
+from reasonrl.contracts import CliCommand, ConfigGroup, PluginInfo, TrainerCallback
 from reasonrl.hookspecs import hookimpl
 
 
@@ -44,3 +44,11 @@ def _build_counters(config):
 @hookimpl
 def reasonrl_trainer_callbacks() -> list[TrainerCallback]:
     return [TrainerCallback("model_rewards", _build_counters)]
+
+
+@hookimpl
+def reasonrl_benchmarks() -> list[CliCommand]:
+    # benchmarks/model_rewards/ of a source checkout (verdicts per second from the CPU judge)
+    from reasonrl.source_checkout import checkout_benchmarks
+
+    return checkout_benchmarks("model_rewards")

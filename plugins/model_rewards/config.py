@@ -34,7 +34,11 @@ class ModelRewardsConfig:
     max_answer_chars: int = knob(
         2000, help="the judge sees at most this many characters of the final answer (from its end)", low=16
     )
-    cache_size: int = knob(10_000, help="verdicts kept per reward worker for repeated answers (0: off)", low=0)
+    cache_size: int = knob(
+        10_000,
+        help="verdicts kept per reward worker for repeated answers; 0: off, every response asks (no sharing of concurrent repeats either)",
+        low=0,
+    )
     judge_domains: Optional[list] = knob(
         None, help="data_source values the judge scores (others: the reward manager's own rewards); unset: every row"
     )

@@ -96,9 +96,14 @@ def load_templates(path: str | Path | None = None) -> dict[str, VerdictTemplate]
         raw = yaml.safe_load(source.read_text())
     except (OSError, yaml.YAMLError) as error:
         raise TemplateError(f"{source}: cannot read the template file: {error}") from error
+    return parse_templates(raw, source)
+
+
+def parse_templates(raw: object, source: str | Path) -> dict[str, VerdictTemplate]:
+    """Templates by name from a mapping as a template file holds it (``source`` names it in errors)."""
     if not isinstance(raw, dict) or not raw:
         raise TemplateError(f"{source}: expected a mapping of template names to templates")
-    return {name: _template(source, name, body) for name, body in raw.items()}
+    return {name: _template(Path(source), name, body) for name, body in raw.items()}
 
 
 def _template(source: Path, name: str, body: dict) -> VerdictTemplate:

@@ -101,6 +101,8 @@ class VerdictReward:
         cached = self.cache.get(key)
         if cached is not None:
             return Verdict(cached, "cache")
+        if self.settings.cache_size <= 0:  # cache off: every response asks
+            return await self._ask(key, question, reference, answer)
         asked = self._in_flight.get(key)
         if asked is None:  # the same answer asked concurrently (a group's repeats): one request
             asked = asyncio.ensure_future(self._ask(key, question, reference, answer))

@@ -121,6 +121,10 @@ def test_a_group_repeating_an_answer_asks_the_judge_once():
     assert (again.score, again.source, judge.requests) == (1.0, "cache", 2), "the same final answer later: cached"
     metrics = reward.metrics()
     assert (metrics["model"], metrics["cache"], metrics["verdict_yes"], metrics["verdict_no"]) == (2, 7, 7, 2)
+    uncached = CountingJudge({"forty-two": "<verdict>yes</verdict>"}, delay=0.05)
+    off = VerdictReward(JUDGE, uncached, VerdictSettings(rule_first=False, cache_size=0))
+    asyncio.run(off.score_many(group))
+    assert uncached.requests == len(group), "cache_size 0: every response asks"
 
 
 def test_rules_decide_first_and_the_judge_only_where_they_say_not_equal():

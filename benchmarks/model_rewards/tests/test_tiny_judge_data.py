@@ -1,0 +1,55 @@
+"""The tiny judge's training data: surface forms, what it learns to write, held-apart pairs, and a
+template in the smoke tokenizer's characters that the product's loader accepts."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from benchmarks.model_rewards.tiny_judge import (
+    _pairs,
+    _value,
+    load_templates_from_dict,
+    make_pair,
+    prompt,
+    reply,
+    surface,
+    words,
+)
+
+
+@pytest.mark.parametrize(
+    "n, text",
+    [(0, "zero"), (7, "seven"), (15, "fifteen"), (40, "forty"), (146, "one hundred forty six"), (100, "one hundred")],
+)
+def test_words(n, text):
+    assert words(n) == text and _value(text) == n
+
+
+def test_every_surface_form_reads_back_as_its_number():
+    rng = random.Random(0)
+    for n in range(199):
+        for form in ("digits", "words", "expression"):
+            assert _value(surface(n, form, rng)) == n
+
+
+def test_the_reply_reasons_then_gives_the_verdict():
+    rng = random.Random(1)
+    for _ in range(200):
+        pair = make_pair(rng)
+        text = reply(pair)
+        assert text.endswith("<verdict>yes</verdict>" if pair.equal else "<verdict>no</verdict>")
+        value, _, reference = text.split(" <verdict>")[0].partition(" vs ")
+        assert (int(value) == int(reference)) == pair.equal and int(reference) == pair.reference
+
+
+def test_held_apart_pairs_are_distinct_and_the_prompt_is_in_the_smoke_vocabulary():
+    from reasonrl.smoke.tokenizer import build_tokenizer
+
+    held = _pairs(300, random.Random(2))
+    assert len({(p.reference, p.answer) for p in held}) == 300
+    tokenizer = build_tokenizer()
+    text = prompt(tokenizer, held[0], "0123456789ab")
+    assert tokenizer.unk_token_id not in tokenizer(text)["input_ids"]
+    assert "smoke_judge" in load_templates_from_dict()

@@ -1,0 +1,268 @@
+"""A judge the CPU can run: a tiny causal LM trained here to decide whether an answer to the smoke
+task (two-digit addition) equals the reference in another surface form — digits (``46``), words
+(``forty six``) or a tens-plus-units expression (``40+6``, ``6+40``) — and to reply as the reports' generative
+judges do, reasoning first: the answer in digits, the reference, then the verdict
+(``46 vs 46 <verdict>yes</verdict>``). It stands in for the reports' judge models in CPU runs.
+
+A demo asset on the smoke task (so it lives in benchmarks/, beside the bench that serves it).
+Built deterministically (no downloads) into a folder named by its spec's hash, with its template
+file (``judge_templates.yaml``: the ``smoke_judge`` template, written in the smoke tokenizer's
+characters) and ``tiny_judge.json``: its agreement with Math-Verify on held-apart pairs Math-Verify
+can read (digits, expressions), and its accuracy on word pairs (which Math-Verify cannot read).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import yaml
+
+from reasonrl.plugins.model_rewards.templates import parse_templates
+
+#: in the smoke tokenizer's characters (lowercase, digits, ``+-=*? \n<>/`()``)
+TEMPLATE = {
+    "smoke_judge": {
+        "source": "reasonrl's CPU stand-in for the reports' judges (LongCat §3.3, Llama-Nemotron §5.1)",
+        "system": "is the fenced answer equal to the reference",
+        "user": "q {question}\nref {reference}\n{open}{answer}{close}\n",
+        "yes_words": ["yes"],
+        "no_words": ["no"],
+    }
+}
+FORMS = ("digits", "words", "expression")
+ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
+TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    """Everything that determines the built judge (its hash names the folder)."""
+
+    hidden_size: int = 128
+    num_layers: int = 3
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    intermediate_size: int = 256
+    max_positions: int = 256
+    steps: int = 3000
+    batch: int = 32
+    lr: float = 1e-3
+    held_apart: int = 600  # evaluation pairs, never trained on
+    seed: int = 0
+
+    def digest(self) -> str:
+        from reasonrl.smoke.tokenizer import CHAT_TEMPLATE, VOCABULARY
+
+        identity = {"spec": asdict(self), "template": TEMPLATE, "vocabulary": VOCABULARY, "chat": CHAT_TEMPLATE}
+        return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def words(n: int) -> str:
+    """``146`` → ``one hundred forty six``."""
+    hundreds, rest = divmod(n, 100)
+    parts = [f"{ONES[hundreds]} hundred"] if hundreds else []
+    if rest >= 20:
+        parts.append(TENS[rest // 10] + (f" {ONES[rest % 10]}" if rest % 10 else ""))
+    elif rest or not parts:
+        parts.append(ONES[rest])
+    return " ".join(parts)
+
+
+def surface(n: int, form: str, rng: random.Random) -> str:
+    if form == "words":
+        return words(n)
+    if form == "expression" and n >= 10 and n % 10:
+        tens, units = n - n % 10, n % 10
+        return f"{tens}+{units}" if rng.random() < 0.5 else f"{units}+{tens}"
+    return str(n)
+
+
+@dataclass(frozen=True)
+class Pair:
+    question: str
+    reference: int
+    answer: str
+    form: str
+    equal: bool
+
+
+def make_pair(rng: random.Random) -> Pair:
+    a, b = rng.randint(0, 99), rng.randint(0, 99)
+    n = a + b
+    equal = rng.random() < 0.5
+    m = n
+    while not equal and m == n:  # near misses (±1, ±10, digits swapped) and arbitrary numbers
+        m = rng.choice([n + 1, n - 1, n + 10, n - 10, int(str(n)[::-1]), rng.randint(0, 198)])
+        m = m if 0 <= m <= 198 else n
+    form = rng.choice(FORMS)
+    return Pair(f"{a}+{b}=", n, surface(m, form, rng), form, equal)
+
+
+def reply(pair: Pair) -> str:
+    """What the judge learns to write: the answer in digits, the reference, then its verdict (its
+    reasoning first, as the reports' generative judges do: each step is short and local)."""
+    value = pair.reference if pair.equal else _value(pair.answer)
+    return f"{value} vs {pair.reference} <verdict>{'yes' if pair.equal else 'no'}</verdict>"
+
+
+def _value(answer: str) -> int:
+    if answer.isdigit():
+        return int(answer)
+    if "+" in answer:
+        return sum(int(part) for part in answer.split("+"))
+    return next(n for n in range(200) if words(n) == answer)
+
+
+def prompt(tokenizer, pair: Pair, fence_tag: str) -> str:
+    template = load_templates_from_dict()["smoke_judge"]
+    messages = template.messages(pair.question, str(pair.reference), pair.answer, fence_tag)
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+@functools.lru_cache(maxsize=1)
+def load_templates_from_dict():
+    """The judge's template, checked by the product's loader."""
+    return parse_templates(TEMPLATE, "tiny_judge.TEMPLATE")
+
+
+def _pairs(count: int, rng: random.Random, exclude: set[tuple] = frozenset()) -> list[Pair]:
+    out, seen = [], set(exclude)
+    while len(out) < count:
+        pair = make_pair(rng)
+        key = (pair.reference, pair.answer)
+        if key not in seen:
+            seen.add(key)
+            out.append(pair)
+    return out
+
+
+def build(out_dir: Path, spec: JudgeSpec = JudgeSpec(), progress=print) -> dict:
+    """Train the judge, measure it on held-apart pairs, save it with its template file; the summary."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from reasonrl.smoke.model import supervised_batch
+    from reasonrl.smoke.tokenizer import build_tokenizer
+
+    rng = random.Random(spec.seed)
+    tokenizer = build_tokenizer()
+    tokenizer.padding_side = "right"
+    held_apart = _pairs(spec.held_apart, rng)
+    excluded = {(p.reference, p.answer) for p in held_apart}
+    torch.manual_seed(spec.seed)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_kv_heads,
+        intermediate_size=spec.intermediate_size,
+        max_position_embeddings=spec.max_positions,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        torch_dtype="float32",
+    )
+    model = Qwen2ForCausalLM(config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / 100)
+    )  # warm-up, then constant
+    model.train()
+    losses = []
+    for step in range(1, spec.steps + 1):
+        batch = []
+        while len(batch) < spec.batch:
+            pair = make_pair(rng)
+            if (pair.reference, pair.answer) not in excluded:
+                batch.append((prompt(tokenizer, pair, f"{rng.getrandbits(48):012x}"), reply(pair)))
+        ids, mask, target = supervised_batch(batch, tokenizer)
+        loss = model(input_ids=ids, attention_mask=mask, labels=target).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+        if step % 100 == 0 or step == spec.steps:
+            progress(f"[tiny judge] step {step}/{spec.steps}  loss {sum(losses[-100:]) / len(losses[-100:]):.4f}")
+    model.eval()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer.padding_side = "left"
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    (out_dir / "judge_templates.yaml").write_text(yaml.safe_dump(TEMPLATE, sort_keys=False))
+    summary = {
+        "spec": asdict(spec),
+        "digest": spec.digest(),
+        "loss_first": losses[0],
+        "loss_last": losses[-1],
+        **measure(model, tokenizer, held_apart),
+    }
+    (out_dir / "tiny_judge.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+@torch.no_grad()
+def verdicts(model, tokenizer, pairs: list[Pair], seed: int = 1) -> list[float | None]:
+    """Greedy verdicts (1 / 0 / None) for ``pairs``, parsed as the product parses a judge's reply."""
+    from reasonrl.plugins.model_rewards.verdict import parse_verdict
+
+    template = load_templates_from_dict()["smoke_judge"]
+    rng = random.Random(seed)
+    out = []
+    for start in range(0, len(pairs), 64):
+        chunk = pairs[start : start + 64]
+        texts = [prompt(tokenizer, p, f"{rng.getrandbits(48):012x}") for p in chunk]
+        encoded = tokenizer(texts, return_tensors="pt", padding=True)
+        generated = model.generate(**encoded, max_new_tokens=40, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+        replies = tokenizer.batch_decode(generated[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
+        out += [parse_verdict(reply, template) for reply in replies]
+    return out
+
+
+def measure(model, tokenizer, pairs: list[Pair]) -> dict:
+    """Agreement with Math-Verify where it reads both sides (digits, expressions); accuracy on words."""
+    from math_verify import parse, verify
+
+    judged = verdicts(model, tokenizer, pairs)
+    readable, agree, word_pairs, word_right, unparsed = 0, 0, 0, 0, 0
+    for pair, verdict in zip(pairs, judged):
+        unparsed += verdict is None
+        answer = parse(pair.answer)
+        if answer:
+            rule = float(verify(parse(f"${pair.reference}$"), answer))
+            readable += 1
+            agree += verdict == rule
+        else:
+            word_pairs += 1
+            word_right += verdict == float(pair.equal)
+    return {
+        "held_apart_pairs": len(pairs),
+        "mathverify_readable_pairs": readable,
+        "agreement_with_mathverify": agree / max(readable, 1),
+        "word_pairs": word_pairs,
+        "accuracy_on_word_pairs": word_right / max(word_pairs, 1),
+        "unparsed_replies": unparsed,
+    }
+
+
+def default_judge_dir() -> Path:
+    from reasonrl.smoke.prepare import default_root
+
+    return default_root().parent / f"tiny_judge-{JudgeSpec().digest()}"
+
+
+def ensure_tiny_judge(out: Path | None = None, progress=print) -> tuple[Path, dict]:
+    """The judge folder (built unless it already holds this spec's judge) and its summary."""
+    spec = JudgeSpec()
+    out = Path(out or default_judge_dir())
+    summary_file = out / "tiny_judge.json"
+    if summary_file.exists() and json.loads(summary_file.read_text()).get("digest") == spec.digest():
+        return out, json.loads(summary_file.read_text())
+    return out, build(out, spec, progress)
