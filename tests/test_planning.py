@@ -8,14 +8,14 @@ import pytest
 
 from reasonrl.errors import UserError
 from reasonrl.planning import Layout, megatron_shares, model_shape, plan_roles
-from reasonrl.smoke.model import TinyModelSpec, _config
+from reasonrl.smoke.model import TinyModelSpec, model_config
 from reasonrl.smoke.tokenizer import VOCABULARY, build_tokenizer
 
 
 @pytest.fixture(scope="module")
 def smoke():
     """The CPU smoke model's config (reasonrl/smoke): Qwen2, tied embeddings."""
-    config = _config(TinyModelSpec(), build_tokenizer())
+    config = model_config(TinyModelSpec(), build_tokenizer())
     return config, model_shape(config)
 
 

@@ -135,7 +135,7 @@ def test_warm_start_never_sees_the_held_out_problems(monkeypatch):
     tokenizer = build_tokenizer()
     from transformers import Qwen2ForCausalLM
 
-    model = Qwen2ForCausalLM(model_module._config(spec, tokenizer))
+    model = Qwen2ForCausalLM(model_module.model_config(spec, tokenizer))
     model_module.warm_start(model, tokenizer, spec, exclude=held_out)
     assert len(seen) == 20 * spec.warmup_batch
     assert {form for form in map(prompt_format, seen)} == {"plain", "thinking", "code"}
@@ -170,7 +170,7 @@ def test_warm_start_goes_on_until_the_check_set_reaches_its_target(monkeypatch):
     )
     every = model_module.WARMUP_CHECK_EVERY
     spec = dataclasses.replace(TinyModelSpec(), warmup_steps=3, warmup_target_accuracy=0.4, warmup_max_steps=500)
-    model = Qwen2ForCausalLM(model_module._config(spec, tokenizer))
+    model = Qwen2ForCausalLM(model_module.model_config(spec, tokenizer))
     losses = model_module.warm_start(model, tokenizer, spec, exclude=exclude)
     assert checked == [3, 3 + every, 3 + 2 * every] and len(losses) == 3 + 2 * every  # 0.1, 0.3, then 0.5
     capped = dataclasses.replace(spec, warmup_target_accuracy=0.99, warmup_max_steps=3 + every)

@@ -144,9 +144,9 @@ def _pairs(count: int, rng: random.Random, exclude: set[tuple] = frozenset()) ->
 
 def build(out_dir: Path, spec: JudgeSpec = JudgeSpec(), progress=print) -> dict:
     """Train the judge, measure it on held-apart pairs, save it with its template file; the summary."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2ForCausalLM
 
-    from reasonrl.smoke.model import supervised_batch
+    from reasonrl.smoke.model import model_config, supervised_batch
     from reasonrl.smoke.tokenizer import build_tokenizer
 
     rng = random.Random(spec.seed)
@@ -155,21 +155,7 @@ def build(out_dir: Path, spec: JudgeSpec = JudgeSpec(), progress=print) -> dict:
     held_apart = _pairs(spec.held_apart, rng)
     excluded = {(p.reference, p.answer) for p in held_apart}
     torch.manual_seed(spec.seed)
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=spec.hidden_size,
-        num_hidden_layers=spec.num_layers,
-        num_attention_heads=spec.num_heads,
-        num_key_value_heads=spec.num_kv_heads,
-        intermediate_size=spec.intermediate_size,
-        max_position_embeddings=spec.max_positions,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        torch_dtype="float32",
-    )
-    model = Qwen2ForCausalLM(config)
+    model = Qwen2ForCausalLM(model_config(spec, tokenizer))  # the smoke model's architecture, this size
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min(1.0, (step + 1) / 100)

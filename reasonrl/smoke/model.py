@@ -61,7 +61,8 @@ class TinyModelSpec:
         return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def _config(spec: TinyModelSpec, tokenizer):
+def model_config(spec: TinyModelSpec, tokenizer):
+    """The smoke model's Qwen2 config at ``spec``'s sizes (any spec with TinyModelSpec's size fields)."""
     from transformers import Qwen2Config
 
     return Qwen2Config(
@@ -230,7 +231,7 @@ def build_tiny_model(
             torch.manual_seed(spec.seed)
             torch.use_deterministic_algorithms(True)
             tokenizer = build_tokenizer()
-            model = Qwen2ForCausalLM(_config(spec, tokenizer))
+            model = Qwen2ForCausalLM(model_config(spec, tokenizer))
             losses = warm_start(model, tokenizer, spec, exclude=set(eval_problems) | set(held_out))
             accuracy = greedy_accuracy(model, tokenizer, eval_problems)
             held_out_accuracy = greedy_accuracy(model, tokenizer, list(held_out)) if held_out else None
