@@ -65,3 +65,33 @@ def test_bench_model_rewards_serves_the_judge_and_the_cache_saves_requests(judge
 #: the judge measured 0.990 / 0.940 (plugins/model_rewards/README.md), the bench's accuracy 0.965-0.984
 AGREEMENT = 0.95
 WORDS = 0.9
+
+
+def test_nemotron_scores_with_the_judge_on_verls_own_reward_model_server(judge, tmp_path):
+    """Two CPU steps of ``nemotron`` with ``+reasonrl/model_rewards=nemotron_judge`` and the preset
+    ``cpu_tiny_judge``: verl serves the tiny judge on its own reward-model server (its own pool),
+    the verdict reward asks it through the router verl hands the reward function, Math-Verify first."""
+    folder, _summary, _line = judge
+    done = subprocess.run(
+        [sys.executable, "-m", "reasonrl.cli.main", "train", "recipe=nemotron", "+preset=cpu_tiny_judge",
+         "+reasonrl/model_rewards=nemotron_judge", f"reward.reward_model.model_path={folder}",
+         "reasonrl.model_rewards.template=smoke_judge", f"reasonrl.model_rewards.template_file={folder}/judge_templates.yaml",
+         "reasonrl.model_rewards.judge_max_tokens=40", "trainer.total_training_steps=2", "trainer.test_freq=-1",
+         f"trainer.default_local_dir={tmp_path / 'run'}"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (metrics_file,) = (tmp_path / "run" / "metrics").glob("*.jsonl")
+    steps = {
+        row["step"]: row["data"] for row in map(json.loads, metrics_file.read_text().splitlines()) if row["step"] > 0
+    }
+    assert sorted(steps) == [1, 2]
+    for step, metrics in steps.items():
+        counts = {k.removeprefix("model_rewards/"): v for k, v in metrics.items() if k.startswith("model_rewards/")}
+        print(f"step {step}: {counts}")
+        assert counts["judge_model"] > 0 and counts["judge_rule"] > 0, "the judge answered where Math-Verify said no"
+        assert counts["judge_unparsed"] == counts["judge_timeout"] == counts["judge_error"] == 0
+        judged = counts["judge_rule"] + counts["judge_model"] + counts["judge_cache"]
+        assert judged == 64, "every response of the step was judged (64 = the preset's batch)"

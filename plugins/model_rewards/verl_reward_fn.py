@@ -28,7 +28,11 @@ from reasonrl.plugins.model_rewards.config import ModelRewardsConfig
 from reasonrl.plugins.model_rewards.verdict_reward import VerdictReward, VerdictSettings
 
 SOURCES = ("rule", "model", "cache", "unparsed", "timeout", "error")
-EXTRA_KEYS = tuple(f"judge_{source}" for source in SOURCES) + ("constraints_checked", "constraints_followed")
+EXTRA_KEYS = tuple(f"judge_{source}" for source in SOURCES) + (
+    "judge_yes",
+    "constraints_checked",
+    "constraints_followed",
+)
 
 _rewards: dict[tuple, VerdictReward] = {}
 
@@ -106,4 +110,5 @@ async def compute_score(
     reward = verdict_reward(settings, reward_router_address, judge_model_path)
     verdict = await reward.score(str(extra_info.get("question", "")), str(ground_truth), solution_str)
     out.update({"score": verdict.score, f"judge_{verdict.source}": 1.0})
+    out["judge_yes"] = float(verdict.source in ("model", "cache") and verdict.score >= 1.0)  # the judge's yes
     return out
