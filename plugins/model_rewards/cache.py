@@ -29,16 +29,12 @@ class VerdictCache:
         self.capacity = capacity
         self._items: OrderedDict[str, float] = OrderedDict()
         self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
 
     def get(self, key: str) -> float | None:
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
-                self.hits += 1
                 return self._items[key]
-            self.misses += 1
             return None
 
     def put(self, key: str, verdict: float) -> None:
@@ -49,6 +45,3 @@ class VerdictCache:
             self._items.move_to_end(key)
             while len(self._items) > self.capacity:
                 self._items.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._items)

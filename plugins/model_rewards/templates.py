@@ -70,7 +70,7 @@ def defang(text: str) -> str:
 def final_answer(response: str, max_chars: int) -> str:
     """What the judge sees of a response: after the last ``</think>``; of that, the last
     ``\\boxed{...}`` if any; at most ``max_chars`` characters, from the end."""
-    tail = response.rpartition("</think>")[2] if "</think>" in response else response
+    tail = response.rpartition("</think>")[2]  # the whole response when it has no </think>
     boxed = last_boxed(tail)
     answer = (boxed if boxed is not None else tail).strip()
     return answer[-max_chars:]

@@ -22,6 +22,9 @@ batch), which the ``model_rewards`` callback sums into the step's metrics.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
+import json
 from typing import Any
 
 from reasonrl.plugins.model_rewards.config import ModelRewardsConfig
@@ -40,13 +43,19 @@ _rewards: dict[tuple, VerdictReward] = {}
 def _settings(model_rewards: Any) -> ModelRewardsConfig:
     from omegaconf import DictConfig, OmegaConf
 
-    from reasonrl.config import validate_group
-    from reasonrl.plugins.model_rewards.config import MODEL_REWARDS_GROUP
-
     section = (
         OmegaConf.to_container(model_rewards, resolve=True) if isinstance(model_rewards, DictConfig) else model_rewards
     )
-    return validate_group(MODEL_REWARDS_GROUP, dict(section or {}))
+    return _validated(json.dumps(dict(section or {}), sort_keys=True))
+
+
+@functools.lru_cache(maxsize=8)
+def _validated(section: str) -> ModelRewardsConfig:
+    # once per distinct section, not per response: validation reads the template file
+    from reasonrl.config import validate_group
+    from reasonrl.plugins.model_rewards.config import MODEL_REWARDS_GROUP
+
+    return validate_group(MODEL_REWARDS_GROUP, json.loads(section))
 
 
 def verdict_reward(settings: ModelRewardsConfig, router: str | None, judge_model_path: str | None) -> VerdictReward:
@@ -65,15 +74,8 @@ def verdict_reward(settings: ModelRewardsConfig, router: str | None, judge_model
                 "with its model_path) or set judge_url and judge_model"
             )
         ask = openai_chat(url, model, settings.judge_max_tokens, settings.judge_temperature)
-        verdicts = VerdictSettings(
-            rule_first=settings.rule_first,
-            unparsed_score=settings.unparsed_score,
-            timeout_score=settings.timeout_score,
-            timeout_s=settings.timeout_s,
-            max_concurrency=settings.max_concurrency,
-            max_answer_chars=settings.max_answer_chars,
-            cache_size=settings.cache_size,
-        )
+        # the knobs VerdictSettings has, by name, from the validated section
+        verdicts = VerdictSettings(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(VerdictSettings)})
         template = load_templates(settings.template_file)[settings.template]
         _rewards[key] = VerdictReward(template, ask, verdicts, rule=math_reward)
     return _rewards[key]
