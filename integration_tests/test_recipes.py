@@ -15,7 +15,7 @@ from reasonrl.testing.fresh_process import reasonrl_fresh
 
 pytestmark = pytest.mark.integration
 
-RECIPES = ["mimo", "kimi_k15", "kimi_k15_long2short", "longcat", "nemotron"]
+RECIPES = ["mimo", "kimi_k15", "kimi_k15_long2short", "longcat", "nemotron", "nemotron_if"]
 #: required on the command line (kimi_k15_long2short: the long-CoT checkpoint it starts from)
 RECIPE_ARGS = {"kimi_k15_long2short": ["actor_rollout_ref.model.path=/checkpoints/long_cot"]}
 #: longcat: GRPO without its masked responses (incomplete-signal masking, plugins/rewards)
@@ -25,6 +25,7 @@ ADV_ESTIMATOR = {
     "kimi_k15_long2short": "grpo",
     "longcat": "masked_grpo",
     "nemotron": "grpo",
+    "nemotron_if": "rloo",
 }
 
 
@@ -201,7 +202,7 @@ def test_missing_or_unknown_recipe_lists_the_recipes():
 def test_train_help_lists_recipes_presets_and_the_override_forms():
     result = reasonrl_fresh(["train", "--help"])
     assert result.returncode == 0, result.stderr
-    assert "recipe=             kimi_k15, kimi_k15_long2short, longcat, mimo, nemotron" in result.stdout
+    assert "recipe=             kimi_k15, kimi_k15_long2short, longcat, mimo, nemotron, nemotron_if" in result.stdout
     assert (
         "+preset=            cluster_kimi_k15, cluster_longcat, cluster_mimo, cluster_nemotron, cpu_tiny"
         in result.stdout
@@ -218,7 +219,7 @@ def test_train_help_with_a_recipe_is_hydras_with_reasonrl_header():
     assert result.returncode == 0, result.stderr
     assert (
         "reasonrl train: run verl's PPO/GRPO trainer" in result.stdout
-        and "recipe: kimi_k15, kimi_k15_long2short, longcat, mimo, nemotron" in result.stdout
+        and "recipe: kimi_k15, kimi_k15_long2short, longcat, mimo, nemotron, nemotron_if" in result.stdout
     )
 
 

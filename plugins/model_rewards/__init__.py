@@ -4,6 +4,8 @@
   the reference — LongCat's generative RM, Nemotron's LLM judge, Kimi's chain-of-thought RM, one
   mechanism with the reports' templates (``templates.yaml``); Math-Verify first, the answer
   fenced as data, verdicts parsed without crashing, a cache of repeated answers, counters;
+- a discriminative reward model's score (``score_reward.py``; LongCat §3.4.3's general RL), asked
+  of verl's reward-model server as verl itself asks it;
 - the instruction-following reward (``constraints.py``, IFEval's checks; Nemotron §6.1);
 - RPO, reward-aware preference optimization (``rpo.py``; Nemotron §6.2).
 
@@ -22,8 +24,8 @@ def reasonrl_plugin_info() -> PluginInfo:
     return PluginInfo(
         name="model_rewards",
         summary="verdict rewards from a judge model (GenRM, LLM judge, CoT RM) with fenced answers and a cache; "
-        "IFEval constraint reward; RPO loss",
-        reports=("LongCat-Flash-Thinking §3.3", "Llama-Nemotron §5.1, §6", "Kimi k1.5 §2.3.5"),
+        "a discriminative reward model's score; IFEval constraint reward; RPO loss",
+        reports=("LongCat-Flash-Thinking §3.3, §3.4.3", "Llama-Nemotron §5.1, §6", "Kimi k1.5 §2.3.5"),
         requires=("rewards",),  # Math-Verify first (reasonrl.api.math_reward), the judge only where it says "not equal"
     )
 
@@ -33,6 +35,13 @@ def reasonrl_config_groups() -> list[ConfigGroup]:
     from reasonrl.plugins.model_rewards.config import MODEL_REWARDS_GROUP
 
     return [MODEL_REWARDS_GROUP]
+
+
+@hookimpl
+def reasonrl_check_config(config) -> None:
+    from reasonrl.plugins.model_rewards.config import check_run
+
+    check_run(config)
 
 
 def _build_counters(config):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from reasonrl.config import ConfigError, group_settings, knob
+from reasonrl.config import ConfigError, group_settings, knob, require_trainer_mode
 from reasonrl.contracts import ConfigGroup
 from reasonrl.plugins.model_rewards.constraints import REWARD_KINDS
 
@@ -42,6 +42,11 @@ class ModelRewardsConfig:
     judge_domains: Optional[list] = knob(
         None, help="data_source values the judge scores (others: the reward manager's own rewards); unset: every row"
     )
+    rm_domains: Optional[list] = knob(
+        None,
+        help="data_source values a discriminative reward model scores (its /classify score; LongCat §3.4.3's general RL); unset: none",
+    )
+    rm_activation: bool = knob(False, help="the reward model's score through its activation (sigmoid) instead of raw")
     judge_url: Optional[str] = knob(None, help="an OpenAI-compatible judge server; default: verl's reward-model router")
     judge_model: Optional[str] = knob(
         None, help="the served judge's model name; default: reward.reward_model.model_path"
@@ -74,3 +79,27 @@ MODEL_REWARDS_GROUP = ConfigGroup(
 def settings_from(config) -> ModelRewardsConfig:
     """The validated ``reasonrl.model_rewards`` section of a run config (defaults when absent)."""
     return group_settings(config, MODEL_REWARDS_GROUP)
+
+
+def check_run(config) -> None:
+    """At start-up, before any work: a run whose reward function is this plugin's runs in one of
+    reasonrl's trainer modes (where its counters are logged), and if it scores rows with a model,
+    has a model to ask (verl's reward model, or ``judge_url`` + ``judge_model``);
+    otherwise the first such response would stop the run mid-step."""
+    from omegaconf import OmegaConf
+
+    from reasonrl.plugins.model_rewards.verl_callback import FUNCTION
+
+    if OmegaConf.select(config, "reward.custom_reward_function.path", default=None) != FUNCTION:
+        return
+    require_trainer_mode(config, "the model_rewards step counters (a trainer callback; +reasonrl/model_rewards=<option>)")
+    settings = settings_from(config)
+    asks_a_model = bool(settings.rm_domains) or settings.judge_domains is None or bool(settings.judge_domains)
+    served = bool(OmegaConf.select(config, "reward.reward_model.enable", default=False))
+    if asks_a_model and not served and not (settings.judge_url and settings.judge_model):
+        raise ConfigError(
+            "reasonrl.model_rewards",
+            "rows are scored by a model (rm_domains / judge_domains) but none is served: set "
+            "reward.reward_model.enable=true with reward.reward_model.model_path (e.g. +preset=cpu_tiny_judge on CPU), "
+            "or judge_url and judge_model",
+        )

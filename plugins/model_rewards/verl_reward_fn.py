@@ -9,6 +9,9 @@ router's address (``reward_router_address``), which this function asks (no secon
 
 Per response:
 - a row whose ``extra_info`` lists ``instruction_id_list`` (+ ``kwargs``): the constraint reward;
+- a row whose ``data_source`` is one of ``rm_domains``: the discriminative reward model's score
+  (``score_reward.py``: the server's ``/classify`` endpoint, as verl's own reward-model path asks
+  it); the question is ``extra_info["question"]``;
 - a row whose ``data_source`` is one of ``judge_domains`` (every row when unset): the verdict
   reward (Math-Verify first, through ``reasonrl.api.math_reward``); the question is
   ``extra_info["question"]``;
@@ -31,13 +34,16 @@ from reasonrl.plugins.model_rewards.config import ModelRewardsConfig
 from reasonrl.plugins.model_rewards.verdict_reward import VerdictReward, VerdictSettings
 
 SOURCES = ("rule", "model", "cache", "unparsed", "timeout", "error")
+RM_SOURCES = ("scored", "timeout", "error")
 EXTRA_KEYS = tuple(f"judge_{source}" for source in SOURCES) + (
     "judge_yes",
+    *(f"rm_{source}" for source in RM_SOURCES),
     "constraints_checked",
     "constraints_followed",
 )
 
 _rewards: dict[tuple, VerdictReward] = {}
+_score_rewards: dict[tuple, Any] = {}
 
 
 def _settings(model_rewards: Any) -> ModelRewardsConfig:
@@ -47,6 +53,12 @@ def _settings(model_rewards: Any) -> ModelRewardsConfig:
         OmegaConf.to_container(model_rewards, resolve=True) if isinstance(model_rewards, DictConfig) else model_rewards
     )
     return _validated(json.dumps(dict(section or {}), sort_keys=True))
+
+
+def _plain(arguments: Any) -> dict:
+    """One constraint's arguments as plain Python: rows read from parquet may hold numpy arrays,
+    which IFEval's checks test for truth (ambiguous for more than one element)."""
+    return {key: (value.tolist() if hasattr(value, "tolist") else value) for key, value in dict(arguments or {}).items()}
 
 
 @functools.lru_cache(maxsize=8)
@@ -64,21 +76,46 @@ def verdict_reward(settings: ModelRewardsConfig, router: str | None, judge_model
     from reasonrl.plugins.model_rewards.judge_client import openai_chat
     from reasonrl.plugins.model_rewards.templates import load_templates
 
-    url = settings.judge_url or router
-    model = settings.judge_model or judge_model_path
+    url, model = judge_address(settings, router, judge_model_path)
     key = (repr(settings), url, model, id(asyncio.get_running_loop()))
     if key not in _rewards:
-        if not url or not model:
-            raise ValueError(
-                "reasonrl.model_rewards: no judge to ask: enable verl's reward model (reward.reward_model.enable=true "
-                "with its model_path) or set judge_url and judge_model"
-            )
         ask = openai_chat(url, model, settings.judge_max_tokens, settings.judge_temperature)
         # the knobs VerdictSettings has, by name, from the validated section
         verdicts = VerdictSettings(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(VerdictSettings)})
         template = load_templates(settings.template_file)[settings.template]
         _rewards[key] = VerdictReward(template, ask, verdicts, rule=math_reward)
     return _rewards[key]
+
+
+def judge_address(settings: ModelRewardsConfig, router: str | None, judge_model_path: str | None) -> tuple[str, str]:
+    url = settings.judge_url or router
+    model = settings.judge_model or judge_model_path
+    if not url or not model:
+        raise ValueError(
+            "reasonrl.model_rewards: no model to ask: enable verl's reward model (reward.reward_model.enable=true "
+            "with its model_path) or set judge_url and judge_model"
+        )
+    return url, model
+
+
+def score_reward(settings: ModelRewardsConfig, router: str | None, judge_model_path: str | None, tokenizer: Any):
+    """This process's discriminative reward for these settings and this event loop (built once);
+    the reward model's own tokenizer (verl hands it over) or, for ``judge_url``, one loaded from
+    ``judge_model``."""
+    from reasonrl.plugins.model_rewards.score_reward import ScoreReward
+
+    url, model = judge_address(settings, router, judge_model_path)
+    key = (repr(settings), url, model, id(asyncio.get_running_loop()))
+    if key not in _score_rewards:
+        if tokenizer is None:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(model)
+        _score_rewards[key] = ScoreReward(
+            url, model, tokenizer, settings.rm_activation, settings.timeout_s, settings.timeout_score,
+            settings.max_concurrency,
+        )  # fmt: skip
+    return _score_rewards[key]
 
 
 async def compute_score(
@@ -100,11 +137,21 @@ async def compute_score(
         from reasonrl.plugins.model_rewards.constraints import constraint_reward
 
         ids = list(extra_info["instruction_id_list"])
-        kwargs = [dict(k or {}) for k in (extra_info.get("kwargs") or [{}] * len(ids))]
+        kwargs = [_plain(k) for k in (extra_info.get("kwargs") or [{}] * len(ids))]
         scored = constraint_reward(
             solution_str, ids, kwargs, str(extra_info.get("prompt", "")), settings.constraint_reward
         )
         out.update(score=scored.score, constraints_checked=1.0, constraints_followed=float(all(scored.followed)))
+        return out
+    if settings.rm_domains and data_source in settings.rm_domains:
+        if "question" not in extra_info:
+            raise ValueError(
+                f"reasonrl.model_rewards: a {data_source!r} row (rm_domains) has no extra_info.question: the reward "
+                "model scores the (question, response) conversation"
+            )
+        reward = score_reward(settings, reward_router_address, judge_model_path, reward_model_tokenizer)
+        scored = await reward.score(str(extra_info["question"]), solution_str)
+        out.update({"score": scored.score, f"rm_{scored.source}": 1.0})
         return out
     if settings.judge_domains is not None and data_source not in settings.judge_domains:
         out["score"] = None  # not a judged domain: the reward manager's own rewards score it

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 DATA_SOURCE = "reasonrl/arithmetic"
 CODE_DATA_SOURCE = "reasonrl/arithmetic_code"
+#: the nemotron_if recipe's rows: sums with verifiable constraints (``reasonrl.smoke.data``)
+INSTRUCTION_DATA_SOURCE = "reasonrl/instruction_following"
 #: Llama-Nemotron's system prompts (the chat template puts a system message on its own line).
 THINKING_TOGGLE = {"on": "detailed thinking on", "off": "detailed thinking off"}
 FORMATS = ("plain", "thinking_on", "thinking_off", "code")

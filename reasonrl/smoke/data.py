@@ -7,6 +7,12 @@ recipe so each recipe's CPU run exercises its own rewards (``reasonrl.smoke.arit
   plugin: a test-difficulty calibration in the ground truth, MiMo §3.3.1);
 - ``nemotron``: plain problems, half with "detailed thinking on", half "off"
   (``extra_info.thinking``; the rewards plugin's dataset class puts the toggle into the prompt);
+- ``nemotron_if``: the nemotron rows as instruction-following tasks (Llama-Nemotron §6.1): each
+  carries IFEval constraints in ``extra_info`` (``instruction_id_list`` + ``kwargs``: the sum as a
+  keyword, fewer than two words after any ``</think>``: "the sum, alone"). The prompt stays the
+  sum: the tiny model's vocabulary has no capitals or punctuation and an unseen system line
+  breaks it (measured: exact answers 26 % -> 2 %), so the constraints are not spelled out in
+  the prompt as a real IF data set's are;
 - any other recipe: plain problems.
 
 Training rows carry ``extra_info.pass_rate``: the share of 8 answers the warm-started model
@@ -20,7 +26,7 @@ import json
 from pathlib import Path
 
 from reasonrl.manager import get_plugin_manager
-from reasonrl.smoke.arithmetic import CODE_DATA_SOURCE, DATA_SOURCE, Problem
+from reasonrl.smoke.arithmetic import CODE_DATA_SOURCE, DATA_SOURCE, INSTRUCTION_DATA_SOURCE, Problem
 
 #: Every fourth mimo problem is a code problem.
 CODE_EVERY = 4
@@ -56,6 +62,17 @@ def code_row(problem: Problem, split: str, index: int) -> dict:
     }
 
 
+def instruction_row(problem: Problem, split: str, index: int) -> dict:
+    """A nemotron row with verifiable constraints (IFEval ids and arguments, as IFEval's data
+    holds them): the answer must contain the sum and be one word."""
+    row = plain_row(problem, split, index)
+    row["data_source"] = INSTRUCTION_DATA_SOURCE
+    row["ability"] = "instruction_following"
+    row["extra_info"]["instruction_id_list"] = ["keywords:existence", "length_constraints:number_words"]
+    row["extra_info"]["kwargs"] = [{"keywords": [problem.answer]}, {"num_words": 2, "relation": "less than"}]
+    return row
+
+
 def verl_rows(problems: list[Problem], split: str, recipe: str = "", pass_rates=None) -> list[dict]:
     """One verl row per problem, in ``recipe``'s task mix (``pass_rates``: one per problem)."""
     rows = []
@@ -63,8 +80,8 @@ def verl_rows(problems: list[Problem], split: str, recipe: str = "", pass_rates=
         if is_code_problem(recipe, index):
             row = code_row(problem, split, index)
         else:
-            row = plain_row(problem, split, index)
-            if recipe == "nemotron":
+            row = (instruction_row if recipe == "nemotron_if" else plain_row)(problem, split, index)
+            if recipe in ("nemotron", "nemotron_if"):
                 row["extra_info"]["thinking"] = "on" if index % 2 == 0 else "off"
         if pass_rates is not None:
             row["extra_info"]["pass_rate"] = float(pass_rates[index])

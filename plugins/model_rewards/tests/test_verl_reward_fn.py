@@ -86,7 +86,7 @@ def test_constraint_rows_are_scored_by_their_checks():
 
 
 def test_no_judge_configured_is_named():
-    with pytest.raises(ValueError, match="no judge to ask: enable verl's reward model"):
+    with pytest.raises(ValueError, match="no model to ask: enable verl's reward model"):
         asyncio.run(compute_score("science", "x", "y", {}, model_rewards={}))
 
 
@@ -95,3 +95,131 @@ def test_bad_settings_are_named_with_their_key():
 
     with pytest.raises(ConfigError, match="reasonrl.model_rewards.template.*'genrm' is not a template"):
         asyncio.run(compute_score("science", "x", "y", {}, model_rewards={"template": "genrm"}))
+
+
+class ChatTokenizer:
+    """A tokenizer's chat-template surface: ``<s>`` + ``role: content`` lines (BOS as Llama's)."""
+
+    bos_token = "<s>"
+
+    def apply_chat_template(self, messages, add_generation_prompt=False, tokenize=False):
+        return "<s>" + "".join(f"{m['role']}: {m['content']}\n" for m in messages)
+
+
+async def _classifier_server(requests: list, status: int = 200):
+    async def classify(request):
+        body = await request.json()
+        requests.append(body)
+        if status != 200:
+            return web.Response(status=status, text="this model does not support classify")
+        return web.json_response({"data": [{"probs": [2.5 if "46" in body["input"] else -1.0]}]})
+
+    app = web.Application()
+    app.router.add_post("/classify", classify)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, f"127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+
+
+def _rm_scores(status: int, rows: list[tuple[str, str, dict]]):
+    async def run():
+        requests = []
+        runner, address = await _classifier_server(requests, status)
+        try:
+            settings = {"rm_domains": ["general"], "judge_domains": []}
+            results = [
+                await compute_score(
+                    source,
+                    response,
+                    None,
+                    info,
+                    reward_router_address=address,
+                    reward_model_tokenizer=ChatTokenizer(),
+                    model_rewards=settings,
+                    judge_model_path=MODEL,
+                )
+                for source, response, info in rows
+            ]
+            return requests, results
+        finally:
+            await runner.cleanup()
+
+    return asyncio.run(run())
+
+
+def test_rm_rows_get_the_reward_models_score_of_the_whole_conversation():
+    rows = [("general", "46", {"question": "12+34="}), ("general", "45", {"question": "12+34="})]
+    requests, results = _rm_scores(200, rows + [("math", "46", {"question": "12+34="})])
+    assert [r["score"] for r in results] == [2.5, -1.0, None], "raw scores; rows outside rm_domains declined"
+    # verl's own request: the conversation through the chat template, its BOS left to the server
+    assert requests[0] == {"model": MODEL, "input": "user: 12+34=\nassistant: 46\n", "use_activation": False}
+    assert counts(results)["model_rewards/rm_scored"] == 2 and set(results[0]) == {"score", *EXTRA_KEYS}
+
+
+def test_a_refusing_reward_model_stops_the_run_and_a_failing_one_is_counted():
+    from reasonrl.plugins.model_rewards.score_reward import RewardModelError
+
+    with pytest.raises(RewardModelError, match="sequence-classification"):
+        _rm_scores(400, [("general", "46", {"question": "12+34="})])
+    _requests, results = _rm_scores(503, [("general", "46", {"question": "12+34="})])
+    assert (results[0]["score"], results[0]["rm_error"]) == (0.0, 1.0)
+
+
+def test_an_rm_row_without_its_question_is_named():
+    with pytest.raises(ValueError, match="no extra_info.question"):
+        _rm_scores(200, [("general", "46", {})])
+
+
+def test_constraint_arguments_read_from_parquet_are_plain_lists():
+    import numpy as np
+
+    info = {"instruction_id_list": np.array(["keywords:existence"]), "kwargs": [{"keywords": np.array(["a", "b"])}]}
+    assert asyncio.run(compute_score("ifeval", "a b", None, info, model_rewards={"judge_domains": []}))["score"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "section, enabled, refused",
+    [
+        ({"rm_domains": ["general"], "judge_domains": []}, False, True),
+        ({"judge_domains": None}, False, True),  # every row judged
+        ({"rm_domains": ["general"], "judge_domains": []}, True, False),
+        ({"judge_domains": []}, False, False),  # constraint rows only: no model
+        ({"judge_url": "127.0.0.1:1", "judge_model": "m"}, False, False),
+    ],
+)
+def test_a_run_that_scores_with_a_model_none_serves_is_refused_at_start(section, enabled, refused):
+    from omegaconf import OmegaConf
+
+    from reasonrl.config import ConfigError
+    from reasonrl.plugins.model_rewards.config import check_run
+    from reasonrl.plugins.model_rewards.verl_callback import FUNCTION
+
+    config = OmegaConf.create(
+        {
+            "reward": {"custom_reward_function": {"path": FUNCTION}, "reward_model": {"enable": enabled}},
+            "reasonrl": {"model_rewards": section},
+            "trainer": {"v1": {"trainer_mode": "reasonrl_sync"}},
+        }
+    )
+    if refused:
+        with pytest.raises(ConfigError, match="none is served: set reward.reward_model.enable=true"):
+            check_run(config)
+    else:
+        check_run(config)
+
+
+def test_a_run_outside_reasonrls_trainer_modes_is_refused_at_start():
+    """Its counters are a trainer callback: in verl's own trainer they would silently be missing."""
+    from omegaconf import OmegaConf
+
+    from reasonrl.config import ConfigError
+    from reasonrl.plugins.model_rewards.config import check_run
+    from reasonrl.plugins.model_rewards.verl_callback import FUNCTION
+
+    config = OmegaConf.create(
+        {"reward": {"custom_reward_function": {"path": FUNCTION}}, "trainer": {"v1": {"trainer_mode": "sync"}}}
+    )
+    with pytest.raises(ConfigError, match="trainer.v1.trainer_mode.*model_rewards step counters"):
+        check_run(config)
