@@ -254,6 +254,16 @@ def test_recipe_data_mixes_the_recipes_own_tasks():
     assert all(row["extra_info"]["thinking"] is None for row in mimo)
     assert [row["extra_info"]["thinking"] for row in verl_rows(problems, "train", "nemotron")] == ["on", "off"] * 4
     assert {row["ability"] for row in verl_rows(problems, "train", "longcat")} == {"math"}
+    # every row shows a judge or reward model its question (extra_info.question)
+    assert [row["extra_info"]["question"] for row in mimo] == [
+        p.code_prompt if row["ability"] == "code" else p.prompt for p, row in zip(problems, mimo)
+    ]
+    # nemotron_if: the nemotron rows with IFEval constraints, the sum as the keyword
+    instruction = verl_rows(problems, "train", "nemotron_if")
+    assert [row["extra_info"]["thinking"] for row in instruction] == ["on", "off"] * 4
+    for problem, row in zip(problems, instruction):
+        assert row["extra_info"]["instruction_id_list"] == ["keywords:existence", "length_constraints:number_words"]
+        assert row["extra_info"]["kwargs"][0] == {"keywords": [problem.answer]}
 
 
 def test_a_code_row_is_judged_with_its_test_difficulty_calibration():

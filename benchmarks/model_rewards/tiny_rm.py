@@ -14,8 +14,8 @@ holds its pairwise accuracy on held-apart pairs (the share where the right answe
     python -m benchmarks.model_rewards.tiny_rm --data DIR       # + the general-stage data set in DIR
 
 The general-stage data set: the smoke longcat rows, every other one relabelled ``general`` (no
-rule: the reward model scores it, ``+reasonrl/model_rewards=longcat_rm``) with its question in
-``extra_info.question``; the others stay sums Math-Verify grades.
+rule: the reward model scores it, ``+reasonrl/model_rewards=longcat_rm``; its question is the
+smoke rows' ``extra_info.question``); the others stay sums Math-Verify grades.
 """
 
 from __future__ import annotations
@@ -137,15 +137,10 @@ def general_stage_data(out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     for split in ("train", "val"):
         frame = pd.read_parquet(source / f"{split}.parquet")
-        rows = frame.to_dict("records")
-        for index, row in enumerate(rows):
-            if index % 2 == 0:
-                row["data_source"] = GENERAL
-                row["ability"] = GENERAL
-                row["extra_info"] = {**row["extra_info"], "question": row["prompt"][-1]["content"]}
-            else:  # one column type for the file
-                row["extra_info"] = {**row["extra_info"], "question": None}
-        pd.DataFrame(rows).to_parquet(out / f"{split}.parquet")
+        general = frame.index % 2 == 0
+        frame.loc[general, "data_source"] = GENERAL
+        frame.loc[general, "ability"] = GENERAL
+        frame.to_parquet(out / f"{split}.parquet")
     return out
 
 

@@ -15,7 +15,7 @@ verl's reward-model router).
 
 from __future__ import annotations
 
-from reasonrl.contracts import CliCommand, ConfigGroup, PluginInfo, TrainerCallback
+from reasonrl.contracts import CliCommand, ConfigGroup, DatasetColumn, PluginInfo, TrainerCallback
 from reasonrl.hookspecs import hookimpl
 
 
@@ -42,6 +42,17 @@ def reasonrl_check_config(config) -> None:
     from reasonrl.plugins.model_rewards.config import check_run
 
     check_run(config)
+
+
+@hookimpl
+def reasonrl_dataset_columns(config) -> list[DatasetColumn]:
+    """Rows scored by a model show it their question: checked in the data files before Ray starts."""
+    from reasonrl.plugins.model_rewards.config import asks_a_model
+
+    if not asks_a_model(config):
+        return []
+    needed_by = "reasonrl.model_rewards (the judge / reward model is shown each scored row's extra_info.question)"
+    return [DatasetColumn("question", needed_by, or_extra_info=True)]
 
 
 def _build_counters(config):

@@ -81,6 +81,18 @@ def settings_from(config) -> ModelRewardsConfig:
     return group_settings(config, MODEL_REWARDS_GROUP)
 
 
+def asks_a_model(config) -> bool:
+    """Whether the run's reward function is this plugin's and scores some rows with a model."""
+    from omegaconf import OmegaConf
+
+    from reasonrl.plugins.model_rewards.verl_callback import FUNCTION
+
+    if OmegaConf.select(config, "reward.custom_reward_function.path", default=None) != FUNCTION:
+        return False
+    settings = settings_from(config)
+    return bool(settings.rm_domains) or settings.judge_domains is None or bool(settings.judge_domains)
+
+
 def check_run(config) -> None:
     """At start-up, before any work: a run whose reward function is this plugin's runs in one of
     reasonrl's trainer modes (where its counters are logged), and if it scores rows with a model,
@@ -94,9 +106,8 @@ def check_run(config) -> None:
         return
     require_trainer_mode(config, "the model_rewards step counters (a trainer callback; +reasonrl/model_rewards=<option>)")
     settings = settings_from(config)
-    asks_a_model = bool(settings.rm_domains) or settings.judge_domains is None or bool(settings.judge_domains)
     served = bool(OmegaConf.select(config, "reward.reward_model.enable", default=False))
-    if asks_a_model and not served and not (settings.judge_url and settings.judge_model):
+    if asks_a_model(config) and not served and not (settings.judge_url and settings.judge_model):
         raise ConfigError(
             "reasonrl.model_rewards",
             "rows are scored by a model (rm_domains / judge_domains) but none is served: set "

@@ -55,6 +55,12 @@ def _settings(model_rewards: Any) -> ModelRewardsConfig:
     return _validated(json.dumps(dict(section or {}), sort_keys=True))
 
 
+def _require_question(extra_info: dict, data_source: str, why: str) -> None:
+    # an empty question would be scored silently out of the model's distribution
+    if extra_info.get("question") is None:
+        raise ValueError(f"reasonrl.model_rewards: a {data_source!r} row has no extra_info.question ({why})")
+
+
 def _plain(arguments: Any) -> dict:
     """One constraint's arguments as plain Python: rows read from parquet may hold numpy arrays,
     which IFEval's checks test for truth (ambiguous for more than one element)."""
@@ -144,11 +150,7 @@ async def compute_score(
         out.update(score=scored.score, constraints_checked=1.0, constraints_followed=float(all(scored.followed)))
         return out
     if settings.rm_domains and data_source in settings.rm_domains:
-        if "question" not in extra_info:
-            raise ValueError(
-                f"reasonrl.model_rewards: a {data_source!r} row (rm_domains) has no extra_info.question: the reward "
-                "model scores the (question, response) conversation"
-            )
+        _require_question(extra_info, data_source, "rm_domains: the reward model scores the (question, response) conversation")
         reward = score_reward(settings, reward_router_address, judge_model_path, reward_model_tokenizer)
         scored = await reward.score(str(extra_info["question"]), solution_str)
         out.update({"score": scored.score, f"rm_{scored.source}": 1.0})
@@ -156,8 +158,9 @@ async def compute_score(
     if settings.judge_domains is not None and data_source not in settings.judge_domains:
         out["score"] = None  # not a judged domain: the reward manager's own rewards score it
         return out
+    _require_question(extra_info, data_source, "judged: the judge's template shows the question")
     reward = verdict_reward(settings, reward_router_address, judge_model_path)
-    verdict = await reward.score(str(extra_info.get("question", "")), str(ground_truth), solution_str)
+    verdict = await reward.score(str(extra_info["question"]), str(ground_truth), solution_str)
     out.update({"score": verdict.score, f"judge_{verdict.source}": 1.0})
     out["judge_yes"] = float(verdict.source in ("model", "cache") and verdict.score >= 1.0)  # the judge's yes
     return out

@@ -15,7 +15,8 @@ recipe so each recipe's CPU run exercises its own rewards (``reasonrl.smoke.arit
   the prompt as a real IF data set's are;
 - any other recipe: plain problems.
 
-Training rows carry ``extra_info.pass_rate``: the share of 8 answers the warm-started model
+Every row carries its question in ``extra_info.question`` (as verl's example data sets do: what a
+judge or reward model is shown). Training rows carry ``extra_info.pass_rate``: the share of 8 answers the warm-started model
 samples right (``model.sampled_pass_rates``), the pre-computed pass rate that the offline
 difficulty filter and the curricula read (Llama-Nemotron §5.1, MiMo §3.2, Kimi §2.3.4).
 """
@@ -43,7 +44,7 @@ def plain_row(problem: Problem, split: str, index: int) -> dict:
         "prompt": [{"role": "user", "content": problem.prompt}],
         "ability": "math",
         "reward_model": {"style": "rule", "ground_truth": problem.answer},
-        "extra_info": {"split": split, "index": index, "thinking": None},
+        "extra_info": {"split": split, "index": index, "thinking": None, "question": problem.prompt},
     }
 
 
@@ -58,7 +59,13 @@ def code_row(problem: Problem, split: str, index: int) -> dict:
         "prompt": [{"role": "user", "content": problem.code_prompt}],
         "ability": "code",
         "reward_model": {"style": "rule", "ground_truth": json.dumps(truth)},
-        "extra_info": {"split": split, "index": index, "thinking": None, "solution_test_verdicts": verdicts},
+        "extra_info": {
+            "split": split,
+            "index": index,
+            "thinking": None,
+            "question": problem.code_prompt,
+            "solution_test_verdicts": verdicts,
+        },
     }
 
 

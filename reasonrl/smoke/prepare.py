@@ -25,7 +25,7 @@ TRAIN_PROBLEMS = 1024
 VAL_PROBLEMS = 256
 #: Recipes whose data sets are written with the model (others: on first use, plain problems).
 RECIPES = ("mimo", "kimi_k15", "longcat", "nemotron")
-DATA_LAYOUT = "per-recipe-v2"  # v2: extra_info.pass_rate on the training rows
+DATA_LAYOUT = "per-recipe-v3"  # v2: extra_info.pass_rate on the training rows; v3: extra_info.question
 
 
 def default_root() -> Path:

@@ -87,7 +87,7 @@ def test_constraint_rows_are_scored_by_their_checks():
 
 def test_no_judge_configured_is_named():
     with pytest.raises(ValueError, match="no model to ask: enable verl's reward model"):
-        asyncio.run(compute_score("science", "x", "y", {}, model_rewards={}))
+        asyncio.run(compute_score("science", "x", "y", {"question": "q"}, model_rewards={}))
 
 
 def test_bad_settings_are_named_with_their_key():
@@ -167,9 +167,11 @@ def test_a_refusing_reward_model_stops_the_run_and_a_failing_one_is_counted():
     assert (results[0]["score"], results[0]["rm_error"]) == (0.0, 1.0)
 
 
-def test_an_rm_row_without_its_question_is_named():
-    with pytest.raises(ValueError, match="no extra_info.question"):
+def test_a_model_scored_row_without_its_question_is_named():
+    with pytest.raises(ValueError, match="'general' row has no extra_info.question .rm_domains"):
         _rm_scores(200, [("general", "46", {})])
+    with pytest.raises(ValueError, match="'science' row has no extra_info.question .judged"):
+        asyncio.run(compute_score("science", "x", "y", {"question": None}, model_rewards={"judge_url": "u", "judge_model": "m"}))
 
 
 def test_constraint_arguments_read_from_parquet_are_plain_lists():
@@ -223,3 +225,39 @@ def test_a_run_outside_reasonrls_trainer_modes_is_refused_at_start():
     )
     with pytest.raises(ConfigError, match="trainer.v1.trainer_mode.*model_rewards step counters"):
         check_run(config)
+
+
+def test_data_without_the_question_a_model_is_shown_is_refused_before_the_run(tmp_path):
+    import pandas as pd
+    from omegaconf import OmegaConf
+
+    from reasonrl.errors import UserError
+    from reasonrl.plugins.model_rewards import reasonrl_dataset_columns
+    from reasonrl.plugins.model_rewards.verl_callback import FUNCTION
+    from reasonrl.startup_checks import check_dataset_columns
+
+    def data(extra_info: dict) -> str:
+        path = tmp_path / f"{len(extra_info)}.parquet"
+        row = {
+            "data_source": "science",
+            "prompt": [{"role": "user", "content": "q"}],
+            "reward_model": {"ground_truth": "42"},
+            "extra_info": extra_info,
+        }
+        pd.DataFrame([row]).to_parquet(path)
+        return str(path)
+
+    def config(files: str, judge_domains) -> object:
+        return OmegaConf.create(
+            {
+                "data": {"train_files": files, "val_files": files, "prompt_key": "prompt"},
+                "reward": {"custom_reward_function": {"path": FUNCTION}},
+                "reasonrl": {"model_rewards": {"judge_domains": judge_domains}},
+            }
+        )
+
+    bare, asked = data({"index": 0}), data({"index": 0, "question": "q"})
+    with pytest.raises(UserError, match="no column 'question' .nor a key of extra_info., needed by reasonrl.model_rewards"):
+        check_dataset_columns(config(bare, None), reasonrl_dataset_columns(config(bare, None)))
+    check_dataset_columns(config(asked, None), reasonrl_dataset_columns(config(asked, None)))
+    check_dataset_columns(config(bare, []), reasonrl_dataset_columns(config(bare, [])))  # no model asked
