@@ -94,5 +94,5 @@ def test_nemotron_scores_with_the_judge_on_verls_own_reward_model_server(judge, 
         print(f"step {step}: {counts}")
         assert counts["judge_model"] > 0 and counts["judge_rule"] > 0, "the judge answered where Math-Verify said no"
         assert counts["judge_unparsed"] == counts["judge_timeout"] == counts["judge_error"] == 0
-        judged = counts["judge_rule"] + counts["judge_model"] + counts["judge_cache"]
+        judged = counts["judge_rule"] + counts["judge_empty"] + counts["judge_model"] + counts["judge_cache"]
         assert judged == 64, "every response of the step was judged (64 = the preset's batch)"

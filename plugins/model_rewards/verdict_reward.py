@@ -2,6 +2,7 @@
 (LongCat §3.3 GenRM, Llama-Nemotron §5.1 LLM judge, Kimi k1.5 §2.3.5 chain-of-thought RM).
 
     r(x, y) = 1                      if rule_first and MathVerify(final(y), y*) = 1
+            = 0                      if final(y) is empty (the judge is not asked)
             = cache[x, y*, final(y)] if that (template, x, y*, final(y)) was judged before
             = verdict(J(T(x, y*, final(y))))   otherwise, ∈ {0, 1}
             = unparsed_score / timeout_score  when the judge's text has no verdict / it is late
@@ -88,8 +89,8 @@ class VerdictReward:
         return list(await asyncio.gather(*(self.score(*item) for item in items)))
 
     def metrics(self) -> dict[str, float]:
-        """Counts so far: decided by rule / model / cache, unparsed, timeouts, errors, yes / no."""
-        keys = ("rule", "model", "cache", "unparsed", "timeout", "error", "verdict_yes", "verdict_no")
+        """Counts so far: decided by rule / empty answer / model / cache, unparsed, timeouts, errors, yes / no."""
+        keys = ("rule", "empty", "model", "cache", "unparsed", "timeout", "error", "verdict_yes", "verdict_no")
         return {key: float(self.counts[key]) for key in keys}
 
     async def _score(self, question: str, reference: str, response: str) -> Verdict:
@@ -97,6 +98,10 @@ class VerdictReward:
             if await asyncio.to_thread(self.rule, response, reference) >= 1.0:
                 return Verdict(1.0, "rule")
         answer = final_answer(response, self.settings.max_answer_chars)
+        if not answer.strip():
+            # nothing to judge (cut after </think>): the tiny CPU judge said yes to such answers, and
+            # a judge that can be asked about nothing is a reward a policy can learn to farm
+            return Verdict(0.0, "empty")
         key = verdict_key(self.template.name, question, reference, answer)
         cached = self.cache.get(key)
         if cached is not None:

@@ -1,7 +1,8 @@
 """verl adapter: the step's verdict and constraint counters, from ``reward_extra_info``.
 
 A ``before_advantage`` callback (reasonrl's trainer modes) logs, per step, how the judged responses
-were decided — ``model_rewards/judge_rule`` (Math-Verify said equal), ``judge_model`` (the judge's
+were decided — ``model_rewards/judge_rule`` (Math-Verify said equal), ``judge_empty`` (no final
+answer: 0, not asked), ``judge_model`` (the judge's
 verdict), ``judge_cache`` (a repeated answer), ``judge_unparsed`` (no readable verdict),
 ``judge_timeout`` / ``judge_error`` (late / failed requests), ``judge_yes`` (of the judged, accepted) — and the instruction-following
 responses checked and fully followed (``constraints_checked`` / ``constraints_followed``).

@@ -33,7 +33,7 @@ from typing import Any
 from reasonrl.plugins.model_rewards.config import ModelRewardsConfig
 from reasonrl.plugins.model_rewards.verdict_reward import VerdictReward, VerdictSettings
 
-SOURCES = ("rule", "model", "cache", "unparsed", "timeout", "error")
+SOURCES = ("rule", "empty", "model", "cache", "unparsed", "timeout", "error")
 RM_SOURCES = ("scored", "timeout", "error")
 EXTRA_KEYS = tuple(f"judge_{source}" for source in SOURCES) + (
     "judge_yes",

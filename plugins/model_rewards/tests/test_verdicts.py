@@ -150,3 +150,12 @@ def test_late_failing_and_unreadable_judges_score_the_configured_value_and_are_c
     assert asyncio.run(vague.score("Q", "1", "2")).score == 0.5
     assert asyncio.run(vague.score("Q", "1", "2")).source == "unparsed", "an unparsed reply is not cached"
     assert (late.metrics()["timeout"], down.metrics()["error"], vague.metrics()["unparsed"]) == (2, 1, 2)
+
+
+def test_an_empty_final_answer_scores_zero_without_asking_the_judge():
+    judge = CountingJudge({"": "<verdict>yes</verdict>"})  # a judge that accepts anything
+    reward = VerdictReward(JUDGE, judge, VerdictSettings(rule_first=False))
+    for response in ("<think>12+34</think>", "<think>12+34</think>  \n", ""):
+        assert asyncio.run(reward.score("12+34=", "46", response)) == Verdict(0.0, "empty")
+    assert judge.requests == 0 and reward.metrics()["empty"] == 3
+    assert asyncio.run(reward.score("12+34=", "46", "<think>12+34</think>5")).score == 1.0, "a lax judge's yes"
