@@ -104,7 +104,9 @@ def check_run(config) -> None:
 
     if OmegaConf.select(config, "reward.custom_reward_function.path", default=None) != FUNCTION:
         return
-    require_trainer_mode(config, "the model_rewards step counters (a trainer callback; +reasonrl/model_rewards=<option>)")
+    require_trainer_mode(
+        config, "the model_rewards step counters (a trainer callback; +reasonrl/model_rewards=<option>)"
+    )
     settings = settings_from(config)
     served = bool(OmegaConf.select(config, "reward.reward_model.enable", default=False))
     if asks_a_model(config) and not served and not (settings.judge_url and settings.judge_model):

@@ -64,7 +64,9 @@ def _require_question(extra_info: dict, data_source: str, why: str) -> None:
 def _plain(arguments: Any) -> dict:
     """One constraint's arguments as plain Python: rows read from parquet may hold numpy arrays,
     which IFEval's checks test for truth (ambiguous for more than one element)."""
-    return {key: (value.tolist() if hasattr(value, "tolist") else value) for key, value in dict(arguments or {}).items()}
+    return {
+        key: (value.tolist() if hasattr(value, "tolist") else value) for key, value in dict(arguments or {}).items()
+    }
 
 
 @functools.lru_cache(maxsize=8)
@@ -150,7 +152,9 @@ async def compute_score(
         out.update(score=scored.score, constraints_checked=1.0, constraints_followed=float(all(scored.followed)))
         return out
     if settings.rm_domains and data_source in settings.rm_domains:
-        _require_question(extra_info, data_source, "rm_domains: the reward model scores the (question, response) conversation")
+        _require_question(
+            extra_info, data_source, "rm_domains: the reward model scores the (question, response) conversation"
+        )
         reward = score_reward(settings, reward_router_address, judge_model_path, reward_model_tokenizer)
         scored = await reward.score(str(extra_info["question"]), solution_str)
         out.update({"score": scored.score, f"rm_{scored.source}": 1.0})

@@ -23,14 +23,18 @@ async def _judge_server(requests: list):
         verdict = "yes" if "forty-two" in user else "no"
         return web.json_response({"choices": [{"message": {"content": f"Considered. <verdict>{verdict}</verdict>"}}]})
 
+    return await _serve("/v1/chat/completions", chat)
+
+
+async def _serve(path: str, handler):
+    """An HTTP server on a free local port answering POST ``path``: (runner, "host:port")."""
     app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post(path, handler)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    return runner, f"127.0.0.1:{port}"
+    return runner, f"127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
 
 
 def test_verdict_rows_ask_the_router_and_repeats_are_shared():
@@ -114,13 +118,7 @@ async def _classifier_server(requests: list, status: int = 200):
             return web.Response(status=status, text="this model does not support classify")
         return web.json_response({"data": [{"probs": [2.5 if "46" in body["input"] else -1.0]}]})
 
-    app = web.Application()
-    app.router.add_post("/classify", classify)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, f"127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+    return await _serve("/classify", classify)
 
 
 def _rm_scores(status: int, rows: list[tuple[str, str, dict]]):
@@ -171,7 +169,9 @@ def test_a_model_scored_row_without_its_question_is_named():
     with pytest.raises(ValueError, match="'general' row has no extra_info.question .rm_domains"):
         _rm_scores(200, [("general", "46", {})])
     with pytest.raises(ValueError, match="'science' row has no extra_info.question .judged"):
-        asyncio.run(compute_score("science", "x", "y", {"question": None}, model_rewards={"judge_url": "u", "judge_model": "m"}))
+        asyncio.run(
+            compute_score("science", "x", "y", {"question": None}, model_rewards={"judge_url": "u", "judge_model": "m"})
+        )
 
 
 def test_constraint_arguments_read_from_parquet_are_plain_lists():
@@ -257,7 +257,9 @@ def test_data_without_the_question_a_model_is_shown_is_refused_before_the_run(tm
         )
 
     bare, asked = data({"index": 0}), data({"index": 0, "question": "q"})
-    with pytest.raises(UserError, match="no column 'question' .nor a key of extra_info., needed by reasonrl.model_rewards"):
+    with pytest.raises(
+        UserError, match="no column 'question' .nor a key of extra_info., needed by reasonrl.model_rewards"
+    ):
         check_dataset_columns(config(bare, None), reasonrl_dataset_columns(config(bare, None)))
     check_dataset_columns(config(asked, None), reasonrl_dataset_columns(config(asked, None)))
     check_dataset_columns(config(bare, []), reasonrl_dataset_columns(config(bare, [])))  # no model asked
