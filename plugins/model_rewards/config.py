@@ -81,16 +81,25 @@ def settings_from(config) -> ModelRewardsConfig:
     return group_settings(config, MODEL_REWARDS_GROUP)
 
 
-def asks_a_model(config) -> bool:
-    """Whether the run's reward function is this plugin's and scores some rows with a model."""
+#: verl's custom reward function of this plugin (``reward.custom_reward_function.path``; the option
+#: files set it). Here, not beside the function: start-up checks read it without importing the scorer.
+FUNCTION = "pkg://reasonrl.plugins.model_rewards.verl_reward_fn"
+
+
+def uses_our_reward_function(config) -> bool:
+    """Whether the run's verl custom reward function is this plugin's."""
     from omegaconf import OmegaConf
 
-    from reasonrl.plugins.model_rewards.verl_callback import FUNCTION
+    return OmegaConf.select(config, "reward.custom_reward_function.path", default=None) == FUNCTION
 
-    if OmegaConf.select(config, "reward.custom_reward_function.path", default=None) != FUNCTION:
-        return False
-    settings = settings_from(config)
+
+def _scores_with_a_model(settings: ModelRewardsConfig) -> bool:
     return bool(settings.rm_domains) or settings.judge_domains is None or bool(settings.judge_domains)
+
+
+def asks_a_model(config) -> bool:
+    """Whether the run's reward function is this plugin's and scores some rows with a model."""
+    return uses_our_reward_function(config) and _scores_with_a_model(settings_from(config))
 
 
 def check_run(config) -> None:
@@ -100,16 +109,14 @@ def check_run(config) -> None:
     otherwise the first such response would stop the run mid-step."""
     from omegaconf import OmegaConf
 
-    from reasonrl.plugins.model_rewards.verl_callback import FUNCTION
-
-    if OmegaConf.select(config, "reward.custom_reward_function.path", default=None) != FUNCTION:
+    if not uses_our_reward_function(config):
         return
     require_trainer_mode(
         config, "the model_rewards step counters (a trainer callback; +reasonrl/model_rewards=<option>)"
     )
     settings = settings_from(config)
     served = bool(OmegaConf.select(config, "reward.reward_model.enable", default=False))
-    if asks_a_model(config) and not served and not (settings.judge_url and settings.judge_model):
+    if _scores_with_a_model(settings) and not served and not (settings.judge_url and settings.judge_model):
         raise ConfigError(
             "reasonrl.model_rewards",
             "rows are scored by a model (rm_domains / judge_domains) but none is served: set "

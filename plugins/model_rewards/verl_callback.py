@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from reasonrl.callbacks import StepCallback
 from reasonrl.compat.verl import non_tensor_items
+from reasonrl.plugins.model_rewards.config import FUNCTION, uses_our_reward_function
 from reasonrl.plugins.model_rewards.verl_reward_fn import EXTRA_KEYS
 
-FUNCTION = "pkg://reasonrl.plugins.model_rewards.verl_reward_fn"
+__all__ = ["FUNCTION", "ModelRewardCounters", "build", "counts"]
 
 
 def counts(extra: list[dict]) -> dict[str, float]:
@@ -36,8 +37,4 @@ class ModelRewardCounters(StepCallback):
 
 def build(config):
     """The callback when verl's custom reward function is this plugin's, else None."""
-    from omegaconf import OmegaConf
-
-    if OmegaConf.select(config, "reward.custom_reward_function.path", default=None) != FUNCTION:
-        return None
-    return ModelRewardCounters()
+    return ModelRewardCounters() if uses_our_reward_function(config) else None

@@ -145,7 +145,8 @@ async def compute_score(
         from reasonrl.plugins.model_rewards.constraints import constraint_reward
 
         ids = list(extra_info["instruction_id_list"])
-        kwargs = [_plain(k) for k in (extra_info.get("kwargs") or [{}] * len(ids))]
+        arguments = extra_info.get("kwargs")  # a list, or a numpy array of dicts as read from parquet
+        kwargs = [_plain(k) for k in ([{}] * len(ids) if arguments is None else arguments)]
         scored = constraint_reward(
             solution_str, ids, kwargs, str(extra_info.get("prompt", "")), settings.constraint_reward
         )

@@ -179,6 +179,21 @@ def test_constraint_arguments_read_from_parquet_are_plain_lists():
 
     info = {"instruction_id_list": np.array(["keywords:existence"]), "kwargs": [{"keywords": np.array(["a", "b"])}]}
     assert asyncio.run(compute_score("ifeval", "a b", None, info, model_rewards={"judge_domains": []}))["score"] == 1.0
+    # two constraints: parquet gives the kwargs column as an array of dicts (whose truth is ambiguous),
+    # with the struct's other fields as None
+    info = {
+        "instruction_id_list": np.array(["keywords:existence", "length_constraints:number_words"]),
+        "kwargs": np.array(
+            [
+                {"keywords": np.array(["a"]), "num_words": None, "relation": None},
+                {"keywords": None, "num_words": 3.0, "relation": "less than"},
+            ]
+        ),
+    }
+    assert asyncio.run(compute_score("ifeval", "a b", None, info, model_rewards={"judge_domains": []}))["score"] == 1.0
+    assert (
+        asyncio.run(compute_score("ifeval", "a b c d", None, info, model_rewards={"judge_domains": []}))["score"] == 0.0
+    )
 
 
 @pytest.mark.parametrize(
