@@ -14,21 +14,29 @@ silently ignored there.)
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-#: test modules, longest first (CI's --durations, 2026-11-28: main job 4 × 270-290 s, Megatron on
-#: CPU 5 launches ~800 s, domain-parallel 630 s, two Ray nodes 410 s, DORA 260 s, ...)
+# Two workers share two cores: each test process (and what it starts) keeps one OpenMP thread. With
+# one thread per core, in-process torch work spin-waits against the other worker's launch (Puzzle's
+# 91 s run once took over 10 minutes so); set before any test imports torch. Explicit values win.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+#: test modules, longest first (--durations on a slow 2-core machine, 2026-11-29: main job 3 × ~450 s,
+#: plugins lifted out 11 tests ~1,200 s, Megatron on CPU 3 launches, two Ray nodes, the MTP modules;
+#: opt-in modules, run with --run-slow, after them)
 LONGEST_FIRST = (
     "integration_tests/test_cpu_main_job.py",
-    "integration_tests/cpu_platform/test_megatron_cpu.py",
-    "integration_tests/merging/test_domain_parallel.py",
-    "integration_tests/test_ray_nodes.py",
     "integration_tests/test_plugin_alone.py",
+    "integration_tests/cpu_platform/test_megatron_cpu.py",
+    "integration_tests/test_ray_nodes.py",
+    "integration_tests/mtp/test_mtp_vllm.py",
     "integration_tests/mtp/test_mtp_main_job.py",
     "integration_tests/mtp/test_mtp_megatron.py",
-    "integration_tests/rollout/test_dora.py",
     "integration_tests/puzzle/test_puzzle_pipeline.py",
-    "integration_tests/mtp/test_mtp_vllm.py",
+    "integration_tests/merging/test_domain_parallel.py",
+    "integration_tests/rollout/test_dora.py",
 )
 
 

@@ -26,7 +26,7 @@ from reasonrl.testing.cpu_runs import (
     wait_for_checkpoint,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]  # two launches beside the other worker's
 
 TOTAL = 4
 

@@ -10,7 +10,8 @@ sampling log-probs equal the Megatron actor's to float32 rounding (the weight sy
 attention's mask and the padded vocabulary of tensor parallelism are all in that number).
 
 The TP = PP = 1 longcat run also resumes from its step-2 checkpoint for a third step. About 1.5-2
-minutes per launch on two cores; all five launches in CI.
+minutes per launch on two fast cores; three of the five launches in CI (longcat with its resume, kimi on
+two tensor-parallel ranks), the other two opt-in (`--run-slow`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from reasonrl.plotting import run_metrics
 from reasonrl.smoke.prepare import prepare as prepare_smoke_model
 from reasonrl.testing.cpu_runs import assert_state_restored, run_to_end, tail, train_args, training_steps
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 
 #: vLLM's and the actor's per-token probabilities of the sampled tokens, at most this far apart:
 #: both compute in float32 from the same weights (measured: ≤ 1.1e-6; a padded vocabulary row with
@@ -120,12 +121,14 @@ def test_longcat_on_the_megatron_actor_checkpoints_and_resumes(tmp_path, run_tag
     )
 
 
+@pytest.mark.slow  # opt-in (CI's time): kimi on Megatron runs in CI on two tensor-parallel ranks
 def test_kimi_on_the_megatron_actor(tmp_path, run_tag):
     steps, log = run_megatron("kimi_k15", tmp_path, run_tag)
     kimi_ran(steps, log)
     assert megatron_ranks(log) == {(0, 0)}
 
 
+@pytest.mark.slow  # opt-in (CI's time): two Megatron processes run in CI as tensor-parallel ranks
 def test_longcat_on_two_pipeline_stages(tmp_path, run_tag):
     steps, log = run_megatron("longcat", tmp_path, run_tag, *two_processes("pipeline"))
     longcat_ran(steps)

