@@ -67,6 +67,13 @@ def reasonrl_trainer_callbacks() -> list[TrainerCallback]:
 
 
 @hookimpl
+def reasonrl_cli_commands() -> list[CliCommand]:
+    from reasonrl.plugins.model_rewards.rpo_cli import RPO_COMMAND
+
+    return [RPO_COMMAND]
+
+
+@hookimpl
 def reasonrl_benchmarks() -> list[CliCommand]:
     # benchmarks/model_rewards/ of a source checkout (verdicts per second from the CPU judge)
     from reasonrl.source_checkout import checkout_benchmarks
