@@ -24,18 +24,18 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 #: test modules, longest first (--durations on a slow 2-core machine, 2026-11-29: main job 3 × ~450 s,
-#: plugins lifted out 11 tests ~1,200 s, Megatron on CPU 3 launches, two Ray nodes, the MTP modules;
+#: plugins lifted out 11 tests ~1,200 s, Megatron on CPU 3 launches, the MTP modules, Puzzle's pipeline;
 #: opt-in modules, run with --run-slow, after them)
 LONGEST_FIRST = (
     "integration_tests/test_cpu_main_job.py",
     "integration_tests/test_plugin_alone.py",
     "integration_tests/cpu_platform/test_megatron_cpu.py",
-    "integration_tests/test_ray_nodes.py",
     "integration_tests/mtp/test_mtp_vllm.py",
     "integration_tests/mtp/test_mtp_main_job.py",
     "integration_tests/mtp/test_mtp_megatron.py",
     "integration_tests/puzzle/test_puzzle_pipeline.py",
     "integration_tests/merging/test_domain_parallel.py",
+    "integration_tests/test_ray_nodes.py",
     "integration_tests/rollout/test_dora.py",
 )
 

@@ -28,6 +28,9 @@ def saved_actor(run_dir):
     }
 
 
+# opt-in (CI's time): MTP layers drafting in a run's rollout run in CI in test_mtp_megatron.py (trained
+# on the Megatron actor, lossless in vLLM), drafting itself in test_mtp_vllm.py
+@pytest.mark.slow
 def test_one_main_job_step_with_frozen_mtp_layers_drafting_in_rollout(tmp_path, run_tag, mimo_checkpoint):
     model, held_out = mimo_checkpoint
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
