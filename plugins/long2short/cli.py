@@ -8,15 +8,7 @@ from pathlib import Path
 
 from reasonrl.contracts import CliCommand
 from reasonrl.errors import UserError
-
-
-def check_checkpoint(path: Path, option: str) -> None:
-    """``path`` is a Hugging Face checkpoint folder (config.json), else UserError naming it —
-    checked before vLLM or a trainer starts."""
-    if not path.exists():
-        raise UserError(path, f"no such folder ({option}: a Hugging Face checkpoint folder)")
-    if not path.is_dir() or not (path / "config.json").is_file():
-        raise UserError(path, f"not a Hugging Face checkpoint folder: no config.json ({option})")
+from reasonrl.input_checks import check_checkpoint, check_numbers
 
 
 def check_parquet(path: Path, option: str, columns: tuple[str, ...]) -> None:
@@ -32,13 +24,6 @@ def check_parquet(path: Path, option: str, columns: tuple[str, ...]) -> None:
     missing = [c for c in columns if c not in names]
     if missing:
         raise UserError(path, f"has no column {missing[0]!r} ({option} needs {', '.join(columns)})")
-
-
-def check_numbers(checks: list[tuple[str, object, bool, str]]) -> None:
-    """(option, value, ok, allowed): the first not ok raises UserError(option)."""
-    for option, value, ok, allowed in checks:
-        if not ok:
-            raise UserError(option, f"{value}; allowed: {allowed}")
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:

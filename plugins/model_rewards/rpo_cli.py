@@ -20,6 +20,7 @@ from pathlib import Path
 
 from reasonrl.contracts import CliCommand
 from reasonrl.errors import UserError
+from reasonrl.input_checks import check_checkpoint, check_numbers
 
 PAIR_COLUMNS = ("prompt", "chosen", "rejected", "reward_chosen", "reward_rejected")
 
@@ -43,11 +44,6 @@ def read_rows(path: Path, option: str, columns: tuple[str, ...]) -> list[dict]:
     if missing:
         raise UserError(path, f"has no column {missing[0]!r} ({option} needs {', '.join(columns)})")
     return rows
-
-
-def check_checkpoint(path: Path, option: str) -> None:
-    if not (path / "config.json").is_file():
-        raise UserError(path, f"not a Hugging Face checkpoint folder: no config.json ({option})")
 
 
 def question_and_prompt(tokenizer, prompt) -> tuple[str, str]:
@@ -103,14 +99,20 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 def _settings(args: argparse.Namespace):
     from reasonrl.plugins.model_rewards.rpo_train import RpoSettings
 
-    checks = [("--beta", args.beta > 0), ("--eta", args.eta > 0), ("--lr", args.lr > 0), ("--steps", args.steps >= 1)]
-    checks.append(("--batch-size", args.batch_size >= 1))
+    checks = [
+        ("--beta", args.beta, args.beta > 0, "> 0"),
+        ("--eta", args.eta, args.eta > 0, "> 0"),
+        ("--lr", args.lr, args.lr > 0, "> 0"),
+        ("--steps", args.steps, args.steps >= 1, ">= 1"),
+        ("--batch-size", args.batch_size, args.batch_size >= 1, ">= 1"),
+    ]
     if args.action == "online":
-        checks += [("--iterations", args.iterations >= 1), ("--n", args.n >= 2)]
-        checks.append(("--max-new-tokens", args.max_new_tokens >= 1))
-    for option, ok in checks:
-        if not ok:
-            raise UserError(option, f"{getattr(args, option[2:].replace('-', '_'))}: out of range")
+        checks += [
+            ("--iterations", args.iterations, args.iterations >= 1, ">= 1"),
+            ("--n", args.n, args.n >= 2, ">= 2"),
+            ("--max-new-tokens", args.max_new_tokens, args.max_new_tokens >= 1, ">= 1"),
+        ]
+    check_numbers(checks)
     return RpoSettings(
         beta=args.beta, eta=args.eta, lr=args.lr, steps=args.steps, batch=args.batch_size, seed=args.seed
     )
