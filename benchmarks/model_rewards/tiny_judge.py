@@ -1,14 +1,20 @@
 """A judge the CPU can run: a tiny causal LM trained here to decide whether an answer to the smoke
-task (two-digit addition) equals the reference in another surface form — digits (``46``), words
-(``forty six``) or a tens-plus-units expression (``40+6``, ``6+40``) — and to reply as the reports' generative
-judges do, reasoning first: the answer in digits, the reference, then the verdict
+task (two-digit addition) equals the reference, either in any surface form — digits (``46``), words
+(``forty six``) or a tens-plus-units expression (``40+6``, ``6+40``) — the reference in digits or, as
+free-form science references are written, in words; and to reply as the reports' generative
+judges do, reasoning first: the answer in digits, the reference in digits, then the verdict
 (``46 vs 46 <verdict>yes</verdict>``). It stands in for the reports' judge models in CPU runs.
 
 A demo asset on the smoke task (so it lives in benchmarks/, beside the bench that serves it).
 Built deterministically (no downloads) into a folder named by its spec's hash, with its template
 file (``judge_templates.yaml``: the ``smoke_judge`` template, written in the smoke tokenizer's
 characters) and ``tiny_judge.json``: its agreement with Math-Verify on held-apart pairs Math-Verify
-can read (digits, expressions), and its accuracy on word pairs (which Math-Verify cannot read).
+can read (digits, expressions on both sides), and its accuracy on pairs with words on either side
+(which Math-Verify cannot read).
+
+    python -m benchmarks.model_rewards.tiny_judge --science-data DIR
+        the judged nemotron data set in DIR: the smoke nemotron rows, every other one a "science"
+        row whose reference is written in words (free-form: Math-Verify cannot read it, the judge decides)
 """
 
 from __future__ import annotations
@@ -55,6 +61,8 @@ class JudgeSpec:
     lr: float = 1e-3
     held_apart: int = 600  # evaluation pairs, never trained on
     seed: int = 0
+    #: how references are written (answers take every form of FORMS)
+    reference_forms: tuple[str, ...] = ("digits", "words")
 
     def digest(self) -> str:
         from reasonrl.smoke.tokenizer import CHAT_TEMPLATE, VOCABULARY
@@ -90,9 +98,14 @@ class Pair:
     answer: str
     form: str
     equal: bool
+    reference_text: str = ""  # the reference as written (default: digits)
+
+    @property
+    def shown_reference(self) -> str:
+        return self.reference_text or str(self.reference)
 
 
-def make_pair(rng: random.Random) -> Pair:
+def make_pair(rng: random.Random, reference_forms: tuple[str, ...] = ("digits",)) -> Pair:
     a, b = rng.randint(0, 99), rng.randint(0, 99)
     n = a + b
     equal = rng.random() < 0.5
@@ -101,12 +114,13 @@ def make_pair(rng: random.Random) -> Pair:
         m = rng.choice([n + 1, n - 1, n + 10, n - 10, int(str(n)[::-1]), rng.randint(0, 198)])
         m = m if 0 <= m <= 198 else n
     form = rng.choice(FORMS)
-    return Pair(f"{a}+{b}=", n, surface(m, form, rng), form, equal)
+    reference_text = surface(n, rng.choice(reference_forms), rng)
+    return Pair(f"{a}+{b}=", n, surface(m, form, rng), form, equal, reference_text)
 
 
 def reply(pair: Pair) -> str:
-    """What the judge learns to write: the answer in digits, the reference, then its verdict (its
-    reasoning first, as the reports' generative judges do: each step is short and local)."""
+    """What the judge learns to write: the answer in digits, the reference in digits, then its
+    verdict (its reasoning first, as the reports' generative judges do: each step is short and local)."""
     value = pair.reference if pair.equal else _value(pair.answer)
     return f"{value} vs {pair.reference} <verdict>{'yes' if pair.equal else 'no'}</verdict>"
 
@@ -121,7 +135,7 @@ def _value(answer: str) -> int:
 
 def prompt(tokenizer, pair: Pair, fence_tag: str) -> str:
     template = load_templates_from_dict()["smoke_judge"]
-    messages = template.messages(pair.question, str(pair.reference), pair.answer, fence_tag)
+    messages = template.messages(pair.question, pair.shown_reference, pair.answer, fence_tag)
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
@@ -131,11 +145,13 @@ def load_templates_from_dict():
     return parse_templates(TEMPLATE, "tiny_judge.TEMPLATE")
 
 
-def _pairs(count: int, rng: random.Random, exclude: set[tuple] = frozenset()) -> list[Pair]:
+def _pairs(
+    count: int, rng: random.Random, exclude: set[tuple] = frozenset(), reference_forms: tuple[str, ...] = ("digits",)
+) -> list[Pair]:
     out, seen = [], set(exclude)
     while len(out) < count:
-        pair = make_pair(rng)
-        key = (pair.reference, pair.answer)
+        pair = make_pair(rng, reference_forms)
+        key = (pair.shown_reference, pair.answer)
         if key not in seen:
             seen.add(key)
             out.append(pair)
@@ -152,8 +168,8 @@ def build(out_dir: Path, spec: JudgeSpec = JudgeSpec(), progress=print) -> dict:
     rng = random.Random(spec.seed)
     tokenizer = build_tokenizer()
     tokenizer.padding_side = "right"
-    held_apart = _pairs(spec.held_apart, rng)
-    excluded = {(p.reference, p.answer) for p in held_apart}
+    held_apart = _pairs(spec.held_apart, rng, reference_forms=spec.reference_forms)
+    excluded = {(p.shown_reference, p.answer) for p in held_apart}
     torch.manual_seed(spec.seed)
     model = Qwen2ForCausalLM(model_config(spec, tokenizer))  # the smoke model's architecture, this size
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr)
@@ -165,8 +181,8 @@ def build(out_dir: Path, spec: JudgeSpec = JudgeSpec(), progress=print) -> dict:
     for step in range(1, spec.steps + 1):
         batch = []
         while len(batch) < spec.batch:
-            pair = make_pair(rng)
-            if (pair.reference, pair.answer) not in excluded:
+            pair = make_pair(rng, spec.reference_forms)
+            if (pair.shown_reference, pair.answer) not in excluded:
                 batch.append((prompt(tokenizer, pair, f"{rng.getrandbits(48):012x}"), reply(pair)))
         ids, mask, target = supervised_batch(batch, tokenizer)
         loss = model(input_ids=ids, attention_mask=mask, labels=target).loss
@@ -213,16 +229,17 @@ def verdicts(model, tokenizer, pairs: list[Pair], seed: int = 1) -> list[float |
 
 
 def measure(model, tokenizer, pairs: list[Pair]) -> dict:
-    """Agreement with Math-Verify where it reads both sides (digits, expressions); accuracy on words."""
+    """Agreement with Math-Verify where it reads both sides (digits, expressions); accuracy on the
+    pairs with words on either side (free-form: Math-Verify reads none of them)."""
     from math_verify import parse, verify
 
     judged = verdicts(model, tokenizer, pairs)
     readable, agree, word_pairs, word_right, unparsed = 0, 0, 0, 0, 0
     for pair, verdict in zip(pairs, judged):
         unparsed += verdict is None
-        answer = parse(pair.answer)
-        if answer:
-            rule = float(verify(parse(f"${pair.reference}$"), answer))
+        answer, reference = parse(pair.answer), parse(pair.shown_reference)
+        if answer and reference:
+            rule = float(verify(reference, answer))
             readable += 1
             agree += verdict == rule
         else:
@@ -252,3 +269,36 @@ def ensure_tiny_judge(out: Path | None = None, progress=print) -> tuple[Path, di
     if summary_file.exists() and json.loads(summary_file.read_text()).get("digest") == spec.digest():
         return out, json.loads(summary_file.read_text())
     return out, build(out, spec, progress)
+
+
+def science_data(out: Path) -> Path:
+    """``out/{train,val}.parquet``: the smoke nemotron rows, every other one a ``science`` row whose
+    reference is written in words — a free-form reference Math-Verify cannot read, so the judge
+    decides (Llama-Nemotron §5.1 judges science answers so)."""
+    import pandas as pd
+
+    from reasonrl.smoke.prepare import prepare, write_recipe_data
+
+    root = prepare()
+    source = root / "data" / "nemotron"
+    if not (source / "train.parquet").exists():
+        write_recipe_data(root, "nemotron")
+    out.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "val"):
+        frame = pd.read_parquet(source / f"{split}.parquet")
+        for index in range(0, len(frame), 2):
+            frame.at[index, "data_source"] = SCIENCE
+            truth = dict(frame.at[index, "reward_model"])
+            frame.at[index, "reward_model"] = {**truth, "ground_truth": words(int(truth["ground_truth"]))}
+        frame.to_parquet(out / f"{split}.parquet")
+    return out
+
+
+SCIENCE = "reasonrl/science"
+
+
+if __name__ == "__main__":
+    import sys
+
+    if "--science-data" in sys.argv:
+        print(f"science data: {science_data(Path(sys.argv[sys.argv.index('--science-data') + 1]))}")

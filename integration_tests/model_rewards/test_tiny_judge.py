@@ -10,8 +10,11 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[2]
 
 #: opt-in (pytest --run-slow): building the judge took 13 minutes here (801 s for its 3,000 training
 #: steps, the cores shared with other work), past CI's time budget; with the judge cached, ~40 s.
@@ -71,13 +74,22 @@ WORDS = 0.85
 def test_nemotron_scores_with_the_judge_on_verls_own_reward_model_server(judge, tmp_path):
     """Two CPU steps of ``nemotron`` with ``+reasonrl/model_rewards=nemotron_judge`` and the preset
     ``cpu_tiny_judge``: verl serves the tiny judge on its own reward-model server (its own pool),
-    the verdict reward asks it through the router verl hands the reward function, Math-Verify first."""
+    the verdict reward asks it through the router verl hands the reward function, Math-Verify first.
+    Half the rows are science-style: their reference is free-form (written in words), which
+    Math-Verify cannot read, so the judge decides them."""
     folder, _summary, _line = judge
+    data = tmp_path / "science"
+    made = subprocess.run(
+        [sys.executable, "-m", "benchmarks.model_rewards.tiny_judge", "--science-data", str(data)],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
     done = subprocess.run(
         [sys.executable, "-m", "reasonrl.cli.main", "train", "recipe=nemotron", "+preset=cpu_tiny_judge",
          "+reasonrl/model_rewards=nemotron_judge", f"reward.reward_model.model_path={folder}",
          "reasonrl.model_rewards.template=smoke_judge", f"reasonrl.model_rewards.template_file={folder}/judge_templates.yaml",
          "reasonrl.model_rewards.judge_max_tokens=40", "trainer.total_training_steps=2", "trainer.test_freq=-1",
+         f"data.train_files={data / 'train.parquet'}", f"data.val_files={data / 'val.parquet'}",
          f"trainer.default_local_dir={tmp_path / 'run'}"],
         capture_output=True,
         text=True,

@@ -53,3 +53,16 @@ def test_held_apart_pairs_are_distinct_and_the_prompt_is_in_the_smoke_vocabulary
     text = prompt(tokenizer, held[0], "0123456789ab")
     assert tokenizer.unk_token_id not in tokenizer(text)["input_ids"]
     assert "smoke_judge" in load_templates_from_dict()
+
+
+def test_free_form_references_are_shown_as_written_and_reasoned_about_in_digits():
+    from reasonrl.smoke.tokenizer import build_tokenizer
+
+    rng = random.Random(3)
+    pairs = [make_pair(rng, ("digits", "words")) for _ in range(200)]
+    worded = [p for p in pairs if not p.shown_reference.isdigit()]
+    assert 60 < len(worded) < 140, "about half the references in words"
+    for pair in worded[:20]:
+        assert _value(pair.shown_reference) == pair.reference
+        assert reply(pair).split(" vs ")[1].startswith(f"{pair.reference} "), "the reference in digits"
+        assert pair.shown_reference in prompt(build_tokenizer(), pair, "t")
