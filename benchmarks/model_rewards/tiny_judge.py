@@ -272,9 +272,7 @@ def ensure_tiny_judge(out: Path | None = None, progress=print) -> tuple[Path, di
 
 
 def science_data(out: Path) -> Path:
-    """``out/{train,val}.parquet``: the smoke nemotron rows, every other one a ``science`` row whose
-    reference is written in words — a free-form reference Math-Verify cannot read, so the judge
-    decides (Llama-Nemotron §5.1 judges science answers so)."""
+    """``out/{train,val}.parquet``: the smoke nemotron rows made science-style by ``science_rows``."""
     import pandas as pd
 
     from reasonrl.smoke.prepare import prepare, write_recipe_data
@@ -285,13 +283,19 @@ def science_data(out: Path) -> Path:
         write_recipe_data(root, "nemotron")
     out.mkdir(parents=True, exist_ok=True)
     for split in ("train", "val"):
-        frame = pd.read_parquet(source / f"{split}.parquet")
-        for index in range(0, len(frame), 2):
-            frame.at[index, "data_source"] = SCIENCE
-            truth = dict(frame.at[index, "reward_model"])
-            frame.at[index, "reward_model"] = {**truth, "ground_truth": words(int(truth["ground_truth"]))}
-        frame.to_parquet(out / f"{split}.parquet")
+        science_rows(pd.read_parquet(source / f"{split}.parquet")).to_parquet(out / f"{split}.parquet")
     return out
+
+
+def science_rows(frame):
+    """Every other row a ``science`` row whose reference is written in words: a free-form reference
+    Math-Verify cannot read, so the judge decides (Llama-Nemotron §5.1 judges science answers so)."""
+    frame = frame.copy()
+    for index in range(0, len(frame), 2):
+        frame.at[index, "data_source"] = SCIENCE
+        truth = dict(frame.at[index, "reward_model"])
+        frame.at[index, "reward_model"] = {**truth, "ground_truth": words(int(truth["ground_truth"]))}
+    return frame
 
 
 SCIENCE = "reasonrl/science"

@@ -66,3 +66,24 @@ def test_free_form_references_are_shown_as_written_and_reasoned_about_in_digits(
         assert _value(pair.shown_reference) == pair.reference
         assert reply(pair).split(" vs ")[1].startswith(f"{pair.reference} "), "the reference in digits"
         assert pair.shown_reference in prompt(build_tokenizer(), pair, "t")
+
+
+def test_science_rows_have_references_math_verify_cannot_read_so_the_judge_decides():
+    import pandas as pd
+
+    from benchmarks.model_rewards.tiny_judge import SCIENCE, science_rows
+    from reasonrl.api import math_reward
+
+    frame = pd.DataFrame(
+        {
+            "data_source": ["reasonrl/smoke"] * 4,
+            "reward_model": [{"style": "rule", "ground_truth": str(n)} for n in (46, 7, 120, 99)],
+        }
+    )
+    rows = science_rows(frame)
+    assert list(rows["data_source"]) == [SCIENCE, "reasonrl/smoke", SCIENCE, "reasonrl/smoke"]
+    assert frame["data_source"].iloc[0] == "reasonrl/smoke", "the input frame is left as it was"
+    references = [row["ground_truth"] for row in rows["reward_model"]]
+    assert references == ["forty six", "7", "one hundred twenty", "99"]
+    right = [math_reward(f"\\boxed{{{n}}}", ref) for n, ref in zip((46, 7, 120, 99), references)]
+    assert right == [0.0, 1.0, 0.0, 1.0], "Math-Verify reads digit references only: the judge decides the rest"
