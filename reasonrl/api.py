@@ -16,7 +16,7 @@ from reasonrl.config import config_groups, validate_config
 from reasonrl.manager import call_each
 from reasonrl.plugins.merging.fusion import fuse_task_vectors
 from reasonrl.plugins.puzzle.facades import solve_architecture
-from reasonrl.plugins.rewards.facades import calibrate_difficulty, math_reward, test_difficulty_reward
+from reasonrl.plugins.rewards.facades import calibrate_difficulty, math_reward, run_code_tests, test_difficulty_reward
 from reasonrl.plugins.rollout.seamless import fifo_early_termination
 from reasonrl.plugins.sampling.sampler import build_sampler
 
@@ -29,6 +29,7 @@ __all__ = [
     "fuse_task_vectors",
     "math_reward",
     "megatron_layer_spec",
+    "run_code_tests",
     "solve_architecture",
     "test_difficulty_reward",
     "validate_config",

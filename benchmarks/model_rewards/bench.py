@@ -17,14 +17,11 @@ import asyncio
 import json
 import os
 import random
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 from reasonrl.contracts import CliCommand
+from reasonrl.testing.vllm_server import free_port, serve
 
 
 def workload(groups: int, group_size: int, seed: int) -> list[tuple[str, str, str, bool]]:
@@ -40,34 +37,6 @@ def workload(groups: int, group_size: int, seed: int) -> list[tuple[str, str, st
             m = n if rng.random() < 0.5 else min(198, max(0, n + rng.choice([-10, -1, 1, 10])))
             items.append((f"{a}+{b}=", str(n), surface(m, rng.choice(FORMS), rng), m == n))
     return items
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def serve(judge_dir: Path, port: int, max_num_seqs: int) -> subprocess.Popen:
-    """``vllm serve`` of the judge; returns once it answers ``/v1/models`` (at most 600 s)."""
-    command = [
-        sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(judge_dir), "--port", str(port),
-        "--dtype", "float32", "--enforce-eager", "--max-model-len", "256", "--max-num-seqs", str(max_num_seqs),
-        "--kv-cache-memory-bytes", str(256 << 20), "--disable-log-stats",
-    ]  # fmt: skip
-    log = open(Path(judge_dir) / "serve.log", "w")
-    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"vllm serve exited ({server.returncode}); see {log.name}")
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2)
-            return server
-        except OSError:
-            time.sleep(1)
-    server.kill()
-    raise RuntimeError(f"vllm serve did not answer in 600 s; see {log.name}")
 
 
 async def measure(url: str, model: str, template, items, cache_size: int, concurrency: int) -> dict:
@@ -113,8 +82,8 @@ def run(args: argparse.Namespace, judge_dir: Path, summary: dict) -> dict:
 
     template = load_templates(judge_dir / "judge_templates.yaml")["smoke_judge"]
     items = workload(args.groups, args.group_size, args.seed)
-    port = _free_port()
-    server = serve(judge_dir, port, args.concurrency)
+    port = free_port()
+    server = serve(judge_dir, port, Path(judge_dir) / "serve.log", max_num_seqs=args.concurrency)
     try:
         url = f"127.0.0.1:{port}"
         asyncio.run(measure(url, str(judge_dir), template, items[: args.group_size], 0, args.concurrency))  # warm-up

@@ -212,3 +212,12 @@ def test_the_runner_reaches_its_trees_through_untraversable_folders_at_any_depth
         assert result.stdout == "filexfileyz" * 2, result.stdout + result.stderr
     finally:
         shutil.rmtree(outside, ignore_errors=True)
+
+
+def test_run_code_tests_facade_gives_the_programs_by_tests_matrix():
+    from reasonrl.api import run_code_tests
+
+    tests = {"inputs": ["2", "5"], "outputs": ["4", "10"]}
+    programs = ["print(int(input()) * 2)", "print(int(input()) + 2)", "raise SystemExit(1)"]
+    assert run_code_tests(programs, tests) == [[True, True], [True, False], [False, False]]
+    assert run_code_tests(["def f(x):\n    return x + 1"], ["assert f(1) == 2", "assert f(2) == 2"]) == [[True, False]]
