@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from reasonrl.contracts import CliCommand
-from reasonrl.testing.vllm_server import free_port, serve
+from reasonrl.vllm_server import free_port, serve
 
 
 def workload(groups: int, group_size: int, seed: int) -> list[tuple[str, str, str, bool]]:

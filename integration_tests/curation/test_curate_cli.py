@@ -15,7 +15,7 @@ import yaml
 
 from reasonrl.plugins.curation.easy_to_hack import openai_answerer
 from reasonrl.smoke.prepare import prepare
-from reasonrl.testing.vllm_server import free_port, serve
+from reasonrl.vllm_server import free_port, serve
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

@@ -87,6 +87,8 @@ def build_stages(config: dict, context: Context) -> list[Stage]:
             stages.append(STAGES[name](dict(settings or {}), context))
         except CurationError:
             raise
+        except ImportError as error:  # datasketch is the curation extra
+            raise CurationError(f"stage {name} needs {error.name}: pip install 'reasonrl[curation]'") from None
         except TypeError as error:  # an unknown setting
             raise CurationError(f"stages[{number}] {name}: {error}") from None
         except ValueError as error:

@@ -1,5 +1,7 @@
-"""``vllm serve`` of a small model on this machine's vLLM (the CPU build here), for tests and
-benchmarks that ask a model over HTTP as the product does (OpenAI-compatible endpoints)."""
+"""``vllm serve`` of a model as a child process, for commands that ask a model over HTTP
+(OpenAI-compatible endpoints: ``reasonrl eval --model``, the judge bench, tests). Float32 and
+eager by default, sized for small models on this machine's vLLM (the CPU build here); other
+engine arguments pass through ``extra_args``."""
 
 from __future__ import annotations
 
@@ -18,14 +20,18 @@ def free_port() -> int:
 
 
 def serve(
-    model_dir: Path, port: int, log_path: Path, max_model_len: int = 256, max_num_seqs: int = 64
+    model_dir: Path,
+    port: int,
+    log_path: Path,
+    max_model_len: int = 256,
+    max_num_seqs: int = 64,
+    extra_args: tuple[str, ...] = ("--dtype", "float32", "--enforce-eager", "--kv-cache-memory-bytes", str(256 << 20)),
 ) -> subprocess.Popen:
-    """Start ``vllm serve`` (float32, eager, a 256 MiB KV cache); returns once it answers
-    ``/v1/models`` (at most 600 s). The served model's name is ``str(model_dir)``."""
+    """Start ``vllm serve``; returns once it answers ``/v1/models`` (at most 600 s). The served
+    model's name is ``str(model_dir)``."""
     command = [
         sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(model_dir), "--port", str(port),
-        "--dtype", "float32", "--enforce-eager", "--max-model-len", str(max_model_len),
-        "--max-num-seqs", str(max_num_seqs), "--kv-cache-memory-bytes", str(256 << 20), "--disable-log-stats",
+        "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_num_seqs), "--disable-log-stats", *extra_args,
     ]  # fmt: skip
     log = open(log_path, "w")
     server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
