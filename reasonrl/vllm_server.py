@@ -13,6 +13,10 @@ import urllib.request
 from pathlib import Path
 
 
+#: what a small model needs from vLLM's CPU build (the default of :func:`serve`)
+SMALL_CPU_ARGS = ("--dtype", "float32", "--enforce-eager", "--kv-cache-memory-bytes", str(256 << 20))
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -25,7 +29,7 @@ def serve(
     log_path: Path,
     max_model_len: int = 256,
     max_num_seqs: int = 64,
-    extra_args: tuple[str, ...] = ("--dtype", "float32", "--enforce-eager", "--kv-cache-memory-bytes", str(256 << 20)),
+    extra_args: tuple[str, ...] = SMALL_CPU_ARGS,
 ) -> subprocess.Popen:
     """Start ``vllm serve``; returns once it answers ``/v1/models`` (at most 600 s). The served
     model's name is ``str(model_dir)``."""

@@ -29,6 +29,12 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--system", default="", help='a system message (Llama-Nemotron: "detailed thinking on"/"off")')
     run.add_argument("--template", action="append", default=[], metavar="FORMAT=TEXT", help="the user message")
     run.add_argument("--max-model-len", type=int, default=32768, help="--model: the server's context length")
+    run.add_argument(
+        "--vllm-arg",
+        action="append",
+        metavar="ARG",
+        help="--model: passed to vllm serve (repeat; default without CUDA: float32, eager, a 256 MiB KV cache)",
+    )
     compare = sub.add_parser("compare", help="several results folders side by side (a table; --plot PNG)")
     compare.add_argument("folders", type=Path, nargs="+")
     compare.add_argument("--plot", type=Path)
@@ -82,7 +88,11 @@ def _run(args: argparse.Namespace) -> int:
 
             port = free_port()
             args.out.mkdir(parents=True, exist_ok=True)
-            servers.append((serve(args.model, port, args.out / "serve.log", max_model_len=args.max_model_len), port))
+            extra = args.vllm_arg if args.vllm_arg is not None else _default_vllm_args()
+            log = args.out / "serve.log"
+            servers.append(
+                (serve(args.model, port, log, max_model_len=args.max_model_len, extra_args=tuple(extra)), port)
+            )
         return f"http://127.0.0.1:{servers[0][1]}", str(args.model)
 
     try:
@@ -99,6 +109,15 @@ def _run(args: argparse.Namespace) -> int:
     print((args.out / "results.md").read_text())
     print(f"sampling {results['sampling']}; generations in {args.out}/<benchmark>/generations.jsonl")
     return 0
+
+
+def _default_vllm_args() -> tuple[str, ...]:
+    """vLLM's own defaults on a GPU; on a CPU, what a small model needs there."""
+    import torch
+
+    from reasonrl.vllm_server import SMALL_CPU_ARGS
+
+    return () if torch.cuda.is_available() else SMALL_CPU_ARGS
 
 
 EVAL_COMMAND = CliCommand(
