@@ -12,7 +12,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-
 #: what a small model needs from vLLM's CPU build (the default of :func:`serve`)
 SMALL_CPU_ARGS = ("--dtype", "float32", "--enforce-eager", "--kv-cache-memory-bytes", str(256 << 20))
 
