@@ -40,7 +40,10 @@ HF_SAVE = "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,ext
 class PipelineSpec:
     recipe: str = knob(help="the recipe of every RL run (LongCat: longcat)")
     workdir: str = knob(help="folder of the stages (relative: to the YAML's folder)")
-    domains: dict = knob(help="name -> {train_files, val_files}: one expert RL run per domain")
+    domains: dict = knob(
+        help="name -> {train_files, val_files, overrides (optional: this expert's own, after expert_overrides)}: "
+        "one expert RL run per domain"
+    )
     general: dict | None = knob(None, help="{train_files, val_files} of the general RL run (default: every domain's)")
     overrides: list = knob([], help="overrides of every RL run (e.g. +preset=cpu_tiny)")
     expert_overrides: list = knob([], help="overrides of the expert runs (e.g. trainer.total_training_steps=...)")
@@ -66,6 +69,14 @@ class PipelineSpec:
         for name, files in self.domains.items():
             if not isinstance(files, dict) or not {"train_files", "val_files"} <= set(files):
                 raise ConfigError(f"domain_parallel.domains.{name}", "needs train_files and val_files")
+            unknown = set(files) - {"train_files", "val_files", "overrides"}
+            if unknown:
+                raise ConfigError(f"domain_parallel.domains.{name}", f"unknown key(s) {sorted(unknown)}")
+            own = files.get("overrides", [])
+            if not isinstance(own, list) or any(not isinstance(o, str) for o in own):
+                raise ConfigError(
+                    f"domain_parallel.domains.{name}.overrides", f"a list of strings key=value, got {own!r}"
+                )
         if self.general is not None and not {"train_files", "val_files"} <= set(self.general):
             raise ConfigError("domain_parallel.general", "needs train_files and val_files (or leave it out)")
         for key in ("overrides", "expert_overrides", "general_overrides"):
@@ -110,6 +121,12 @@ def run_rl(spec: PipelineSpec, folder: Path, data: dict, extra: list[str], log) 
     checkpoint = folder / f"global_step_{step}" / "actor" / "huggingface"
     done.write_text(json.dumps({"checkpoint": str(checkpoint), "step": int(step)}))
     return checkpoint
+
+
+def expert_extra(spec: PipelineSpec, domain: str) -> list[str]:
+    """An expert run's own overrides: every expert's, then its domain's (LongCat §3.4: each expert
+    with its domain's settings — STEM 64K, code with the length curriculum, agentic 48K)."""
+    return [*spec.expert_overrides, *spec.domains[domain].get("overrides", [])]
 
 
 def general_data(spec: PipelineSpec) -> dict:
@@ -188,11 +205,18 @@ def check_runs(spec: PipelineSpec) -> None:
         if missing:
             raise ConfigError(f"domain_parallel.general.{key}", f"{missing[0]}: no such file")
     work = Path(spec.workdir)
-    first = next(iter(spec.domains))
     stages = [  # (the spec's key, what, stage folder, data, the stage's own overrides)
-        ("expert_overrides", "expert runs'", work / "experts" / first, spec.domains[first], spec.expert_overrides),
+        *(
+            (f"domains.{name}.overrides" if files.get("overrides") else "expert_overrides",
+             "expert runs'" if not files.get("overrides") else f"{name} expert run's",
+             work / "experts" / name, files, expert_extra(spec, name))
+            for name, files in spec.domains.items()
+        ),
         ("general_overrides", "general run's", work / "general", general_data(spec), general_extra(spec)),
-    ]
+    ]  # fmt: skip
+    # experts without overrides of their own differ only in data: the first of them stands for all
+    plain = [stage for stage in stages if stage[0] == "expert_overrides"]
+    stages = [stage for stage in stages if stage[0] != "expert_overrides" or stage is plain[0]]
     stages = [stage for stage in stages if not (stage[2] / DONE).exists()]
     if not stages:
         return
@@ -203,8 +227,11 @@ def check_runs(spec: PipelineSpec) -> None:
     for key, what, folder, data, extra in stages:
         try:
             _compose_checked(train_overrides(spec, folder, data, extra), f"domain_parallel.{key}", what)
-        except ConfigError:  # the shared overrides at fault, or this stage's own
+        except ConfigError:  # the shared overrides at fault, or every expert's, or this stage's own
             _compose_checked([f"recipe={spec.recipe}", *spec.overrides], "domain_parallel.overrides", "RL runs'")
+            if key.startswith("domains."):
+                every = train_overrides(spec, folder, data, spec.expert_overrides)
+                _compose_checked(every, "domain_parallel.expert_overrides", "expert runs'")
             raise
 
 
@@ -227,7 +254,7 @@ def run(spec: PipelineSpec, log=print) -> dict:
     # launch past the fusion that does not evaluate it skips composing it: seconds per launch)
     start = starting_model(spec) if not fused.exists() or "start" in spec.eval_models else None
     experts = {
-        name: run_rl(spec, work / "experts" / name, files, spec.expert_overrides, log)
+        name: run_rl(spec, work / "experts" / name, files, expert_extra(spec, name), log)
         for name, files in spec.domains.items()
     }
     if not fused.exists():

@@ -18,6 +18,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from reasonrl.cli.main import main as reasonrl_main
+from reasonrl.config import ConfigError
 from reasonrl.errors import DEBUG_ENV, UserError
 from reasonrl.plugins.merging.safetensors_io import read_header
 
@@ -265,3 +266,26 @@ def test_a_stage_child_writes_hydras_folder_under_its_stage_not_outputs_in_the_c
     assert done.returncode == 0 and "trained" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
     assert (tmp_path / "runs" / "experts" / "a" / "hydra" / ".hydra" / "config.yaml").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.parquet", "b.parquet", "pipeline.yaml", "runs"]
+
+
+def test_each_expert_runs_with_its_domains_own_overrides_checked_by_name(tmp_path, monkeypatch, capsys):
+    """LongCat §3.4: each domain's expert with its own settings (STEM 64K, agentic 48K, ...)."""
+    from reasonrl.plugins.merging.domain_parallel import check_runs, expert_extra, load_spec
+
+    monkeypatch.chdir(tmp_path)
+    domains = {
+        "a": {"train_files": "a.parquet", "val_files": "a.parquet", "overrides": ["data.max_response_length=64"]},
+        "b": {"train_files": "b.parquet", "val_files": "b.parquet"},
+    }
+    spec = load_spec(pipeline_yaml(tmp_path, domains=domains, expert_overrides=["trainer.total_training_steps=2"]))
+    check_runs(spec)
+    assert expert_extra(spec, "a") == ["trainer.total_training_steps=2", "data.max_response_length=64"]
+    assert expert_extra(spec, "b") == ["trainer.total_training_steps=2"]
+    domains["a"]["overrides"] = ["data.max_response_lenght=64"]
+    config = pipeline_yaml(tmp_path, domains=domains)
+    assert reasonrl_main(["domain-parallel", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "domain_parallel.domains.a.overrides: the a expert run's config: data.max_response_lenght" in err, err
+    domains["a"]["overrides"] = "data.max_response_length=64"
+    with pytest.raises(ConfigError, match="a list of strings"):
+        load_spec(pipeline_yaml(tmp_path, domains=domains))
