@@ -55,7 +55,7 @@ def recipe_sampling(recipe: str) -> dict:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from reasonrl.plugins.evaluation.benchmarks import FORMATS, BenchmarkError
+    from reasonrl.plugins.evaluation.eval_sets import FORMATS, BenchmarkError
     from reasonrl.plugins.evaluation.generate import GenerationError, Sampling
     from reasonrl.plugins.evaluation.run import compare, evaluate
 

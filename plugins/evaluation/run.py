@@ -14,7 +14,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from reasonrl.plugins.evaluation.benchmarks import TEMPLATES, Problem, load
+from reasonrl.plugins.evaluation.eval_sets import TEMPLATES, Problem, load
 from reasonrl.plugins.evaluation.generate import Sampling, generate
 from reasonrl.plugins.evaluation.metrics import majority, summarize
 from reasonrl.plugins.evaluation.scoring import correct, final_answer, judge_code

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 
-from reasonrl.plugins.evaluation.benchmarks import LETTERS, Problem
+from reasonrl.answer_text import last_boxed
+from reasonrl.plugins.evaluation.eval_sets import LETTERS, Problem
 
 _CODE_BLOCK = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.S)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:/\d+)?")
@@ -16,19 +17,6 @@ def after_thinking(text: str) -> str:
     return text.rsplit("</think>", 1)[-1]
 
 
-def last_boxed(text: str) -> str | None:
-    """The content of the last ``\\boxed{...}`` (braces balanced), or None."""
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    depth, begin = 0, start + len("\\boxed{")
-    for i in range(begin, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        if depth < 0:
-            return text[begin:i].strip()
-    return None
-
-
 def final_answer(problem: Problem, text: str) -> str:
     """The answer a generation gives (what cons@k votes on): math — the last ``\\boxed{}``, else
     the last number; choice — the boxed letter, else the last standalone letter among the choices,
@@ -36,6 +24,7 @@ def final_answer(problem: Problem, text: str) -> str:
     body = after_thinking(text)
     if problem.kind == "choice":
         boxed = last_boxed(body)
+        boxed = boxed.strip() if boxed is not None else None
         letters = LETTERS[: len(problem.choices)]
         if boxed and boxed.strip("() ").upper() in letters:
             return boxed.strip("() ").upper()
@@ -50,7 +39,7 @@ def final_answer(problem: Problem, text: str) -> str:
         return blocks[-1] if blocks else ""
     boxed = last_boxed(body)
     if boxed is not None:
-        return boxed
+        return boxed.strip()
     numbers = _NUMBER.findall(body)
     return numbers[-1] if numbers else ""
 

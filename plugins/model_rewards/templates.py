@@ -20,6 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from reasonrl.answer_text import last_boxed
+
 BUILT_IN = Path(__file__).with_name("templates.yaml")
 PLACEHOLDERS = ("{question}", "{reference}", "{answer}", "{open}", "{close}")
 #: fence and verdict lookalikes in untrusted text (any case, spaces allowed after "<" and "/")
@@ -74,19 +76,6 @@ def final_answer(response: str, max_chars: int) -> str:
     boxed = last_boxed(tail)
     answer = (boxed if boxed is not None else tail).strip()
     return answer[-max_chars:]
-
-
-def last_boxed(text: str) -> str | None:
-    """The contents of the last ``\\boxed{...}`` (balanced braces), or None."""
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    depth, i = 0, start + len("\\boxed")
-    for j in range(i, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[j], 0)
-        if depth == 0:
-            return text[i + 1 : j]
-    return None  # unbalanced: no complete boxed answer
 
 
 def load_templates(path: str | Path | None = None) -> dict[str, VerdictTemplate]:

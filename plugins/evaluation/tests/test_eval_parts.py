@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from reasonrl.plugins.evaluation.benchmarks import TEMPLATES, BenchmarkError, load
+from reasonrl.plugins.evaluation.eval_sets import TEMPLATES, BenchmarkError, load
 from reasonrl.plugins.evaluation.metrics import majority, summarize
 from reasonrl.plugins.evaluation.scoring import correct, final_answer, judge_code
 
