@@ -96,6 +96,11 @@ class SamplingConfig:
     filter_inclusive: bool = knob(
         True, help="drop pass rate == filter_threshold too (false: only above, as MiMo's '> 0.9')"
     )
+    filter_schedule: list = knob(
+        [],
+        help="[[batch, threshold], ...]: from that batch on, filter_threshold is this one — a threshold lowered as "
+        "training goes keeps ever harder prompts (LongCat §3.4.1's STEM curriculum); batches count from 0",
+    )
     domain_filters: dict = knob(
         {},
         help="per-domain offline filter rules, domain label -> {threshold: [0, 1], inclusive: bool} "
@@ -137,6 +142,15 @@ class SamplingConfig:
                 f"{names} is out of order: stages run pool filter → selector → easy_pool → dynamic, i.e. {expected}",
             )
         self.domain_filters = check_domain_filters(self.domain_filters)
+        self.filter_schedule = check_filter_schedule(self.filter_schedule)
+
+    def threshold_at(self, batch: int) -> float:
+        """``filter_threshold`` for batch ``batch`` (0-based): the last scheduled one started by then."""
+        threshold = self.filter_threshold
+        for start, value in self.filter_schedule:
+            if start <= batch:
+                threshold = value
+        return threshold
 
     def needs_pass_rates(self, has_difficulty: bool) -> bool:
         """Whether the samplers read a pre-computed pass rate per prompt (the curriculum only without
@@ -156,6 +170,24 @@ class SamplingConfig:
         """``uniform``, one of ``SELECTORS``, or ``curriculum+prioritized`` for the pair."""
         chosen = [name for name in self.samplers if name in SELECTORS]
         return "+".join(chosen) if chosen else "uniform"
+
+
+def check_filter_schedule(schedule) -> list:
+    """``filter_schedule`` as ``[[batch, threshold], ...]``, batches ascending, thresholds in [0, 1]."""
+    key = f"{KEY}.filter_schedule"
+    out = []
+    for item in list(schedule or []):
+        if not isinstance(item, (list, tuple)) or len(item) != 2:
+            raise ConfigError(key, f"a list of [batch, threshold] pairs, got {item!r}")
+        start, threshold = item
+        if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+            raise ConfigError(key, f"a batch index is an integer >= 0, got {start!r}")
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
+            raise ConfigError(key, f"a threshold lies in [0, 1], got {threshold!r}")
+        if out and start <= out[-1][0]:
+            raise ConfigError(key, f"batches must ascend, got {start} after {out[-1][0]}")
+        out.append([start, float(threshold)])
+    return out
 
 
 def check_domain_filters(rules) -> dict:

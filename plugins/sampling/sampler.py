@@ -104,14 +104,22 @@ class PromptSampler:
         self.use_easy_pool, self.dynamic = "easy_pool" in names, "dynamic" in names
 
         self.kept = np.ones(len(ids), dtype=bool)  # survives the offline difficulty filter
-        if "difficulty_filter" in names:
-            self.kept = ~self._too_easy()
-            if not self.kept.any():
-                raise ConfigError(
-                    f"{KEY}.filter_threshold",
-                    f"= {settings.filter_threshold} (domain_filters {settings.domain_filters}) drops every one "
-                    f"of the {len(ids)} prompts: the pool is empty",
-                )
+        self.filtering = "difficulty_filter" in names
+        if settings.filter_schedule and not self.filtering:
+            raise ConfigError(
+                f"{KEY}.filter_schedule", "schedules the offline filter: add difficulty_filter to samplers"
+            )
+        if self.filtering:
+            for threshold in {settings.filter_threshold, *(value for _, value in settings.filter_schedule)}:
+                if not (~self._too_easy(threshold)).any():
+                    raise ConfigError(
+                        f"{KEY}.filter_threshold"
+                        if threshold == settings.filter_threshold
+                        else f"{KEY}.filter_schedule",
+                        f"= {threshold} (domain_filters {settings.domain_filters}) drops every one "
+                        f"of the {len(ids)} prompts: the pool is empty",
+                    )
+            self.kept = ~self._too_easy(settings.threshold_at(0))
         self.selector = self._build_selector()
         self.easy = IndexedSet(len(ids))
         self.requeues = np.zeros(len(ids), dtype=np.int32)
@@ -150,11 +158,11 @@ class PromptSampler:
             raise ConfigError(name, f"has {len(values)} values for {len(self.ids)} prompts")
         return np.asarray([None if value is None else str(value) for value in values], dtype=object)
 
-    def _too_easy(self) -> np.ndarray:
+    def _too_easy(self, default_threshold: float) -> np.ndarray:
         """The offline filter: pass rate > threshold (>= when inclusive), the rule of the prompt's
-        domain where ``domain_filters`` has one, else ``filter_threshold``/``filter_inclusive``."""
+        domain where ``domain_filters`` has one, else ``default_threshold``/``filter_inclusive``."""
         s = self.settings
-        threshold = np.full(len(self.ids), s.filter_threshold)
+        threshold = np.full(len(self.ids), default_threshold)
         inclusive = np.full(len(self.ids), s.filter_inclusive)
         if s.domain_filters:
             if self.domains is None:
@@ -216,6 +224,7 @@ class PromptSampler:
             raise ValueError(f"batch_size must be >= 0, got {batch_size}")
         if not refill:
             self.batches += 1
+            self._follow_filter_schedule(self.batches - 1)
             self.selector.begin_batch(self.batches - 1)
         from_easy = 0
         if self.use_easy_pool and len(self.easy):
@@ -235,6 +244,17 @@ class PromptSampler:
             drawn = self.rng.permutation(drawn)
         self._record_draw(drawn, from_easy)
         return self._ids_of(drawn)
+
+    def _follow_filter_schedule(self, batch: int) -> None:
+        """``filter_schedule``: at a new threshold, prompts it drops leave the draw and prompts it
+        keeps again come back (not those in the easy pool: it owns them until they fail)."""
+        if not self.settings.filter_schedule:
+            return
+        kept = ~self._too_easy(self.settings.threshold_at(batch))
+        dropped, back = np.flatnonzero(self.kept & ~kept), np.flatnonzero(~self.kept & kept)
+        self.selector.set_active(dropped, False)
+        self.selector.set_active(back[~self.easy.contains(back)] if len(back) else back, True)
+        self.kept = kept
 
     def _record_draw(self, drawn: np.ndarray, from_easy: int) -> None:
         step = self._step
@@ -383,6 +403,8 @@ class PromptSampler:
         self.requeues[:] = state["requeues"]
         self.requeue_epoch = int(state["requeue_epoch"])
         self._step = {key: type(value)(state["step"][key]) for key, value in self._empty_step().items()}
+        if self.filtering:  # the filter at the restored batch (the selector's own state holds who is drawn)
+            self.kept = ~self._too_easy(self.settings.threshold_at(max(self.batches - 1, 0)))
 
 
 def build_sampler(

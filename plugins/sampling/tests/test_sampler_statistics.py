@@ -234,3 +234,36 @@ def test_invalid_options_fail_at_build_naming_the_key(call, key):
     with pytest.raises(ConfigError) as error:
         call()
     assert error.value.key == key, str(error.value)
+
+
+def test_a_scheduled_threshold_lowered_as_training_goes_keeps_ever_harder_prompts(tmp_path):
+    """LongCat §3.4.1's STEM curriculum: the pass-rate threshold lowered step by step."""
+    rates = {f"p{i}": i / 10 for i in range(10)}  # pass rates 0.0 .. 0.9
+    options = dict(pass_rates=rates, seed=1, filter_threshold=1.0, filter_schedule=[[2, 0.6], [4, 0.3]])
+    sampler = build_sampler("difficulty_filter", list(rates), **options)
+    highest = []
+    for batch in range(6):
+        drawn = sampler.sample(3)
+        highest.append(max(rates[p] for p in drawn))
+        if batch == 4:
+            saved = sampler.state_dict()
+    assert highest[2] < 0.6 and highest[3] < 0.6 and highest[4] < 0.3 and highest[5] < 0.3
+    assert max(highest[:2]) >= 0.6, "batches 0-1 draw from every prompt (threshold 1.0)"
+    assert set(sampler.ids[sampler.kept].tolist()) == {"p0", "p1", "p2"}
+    restored = build_sampler("difficulty_filter", list(rates), **options)
+    restored.load_state_dict(saved)
+    assert restored.kept.tolist() == sampler.kept.tolist()
+    assert max(rates[p] for p in restored.sample(3)) < 0.3
+
+
+def test_a_filter_schedule_is_checked():
+    for schedule, said in (
+        ([[2, 0.5], [1, 0.4]], "ascend"),
+        ([[0, 1.5]], r"\[0, 1\]"),
+        ([[0, 0.0]], "drops every one"),
+        ([3], r"\[batch, threshold\] pairs"),
+    ):
+        with pytest.raises(ConfigError, match=said):
+            build_sampler("difficulty_filter", ["a", "b"], pass_rates=[0.2, 0.5], filter_schedule=schedule)
+    with pytest.raises(ConfigError, match="add difficulty_filter"):
+        build_sampler("dynamic", ["a", "b"], filter_schedule=[[1, 0.5]])
