@@ -125,13 +125,16 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--judge-only", action="store_true", help="build (or find) the judge, print its agreement, stop"
     )
+    parser.add_argument(
+        "--science", action="store_true", help="the science-style rows' judge (references in digits or words)"
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
-    from benchmarks.model_rewards.tiny_judge import ensure_tiny_judge
+    from benchmarks.model_rewards.tiny_judge import SCIENCE_JUDGE, JudgeSpec, ensure_tiny_judge
 
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    judge_dir, summary = ensure_tiny_judge(args.judge)
+    judge_dir, summary = ensure_tiny_judge(args.judge, spec=SCIENCE_JUDGE if args.science else JudgeSpec())
     print(judge_line(judge_dir, summary), flush=True)
     if args.judge_only:
         return 0

@@ -1,7 +1,8 @@
 """A judge the CPU can run: a tiny causal LM trained here to decide whether an answer to the smoke
 task (two-digit addition) equals the reference, either in any surface form — digits (``46``), words
-(``forty six``) or a tens-plus-units expression (``40+6``, ``6+40``) — the reference in digits or, as
-free-form science references are written, in words; and to reply as the reports' generative
+(``forty six``) or a tens-plus-units expression (``40+6``, ``6+40``) — the reference in digits (the
+default spec) or, for the science-style rows (``SCIENCE_JUDGE``), in digits or words as free-form
+science references are written; and to reply as the reports' generative
 judges do, reasoning first: the answer in digits, the reference in digits, then the verdict
 (``46 vs 46 <verdict>yes</verdict>``). It stands in for the reports' judge models in CPU runs.
 
@@ -61,13 +62,16 @@ class JudgeSpec:
     lr: float = 1e-3
     held_apart: int = 600  # evaluation pairs, never trained on
     seed: int = 0
-    #: how references are written (answers take every form of FORMS)
-    reference_forms: tuple[str, ...] = ("digits", "words")
+    #: how references are written (answers take every form of FORMS): SCIENCE_JUDGE adds words
+    reference_forms: tuple[str, ...] = ("digits",)
 
     def digest(self) -> str:
         from reasonrl.smoke.tokenizer import CHAT_TEMPLATE, VOCABULARY
 
-        identity = {"spec": asdict(self), "template": TEMPLATE, "vocabulary": VOCABULARY, "chat": CHAT_TEMPLATE}
+        spec = asdict(self)
+        if spec["reference_forms"] == ("digits",):  # the identity of the judge built before the field existed
+            del spec["reference_forms"]
+        identity = {"spec": spec, "template": TEMPLATE, "vocabulary": VOCABULARY, "chat": CHAT_TEMPLATE}
         return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -255,16 +259,19 @@ def measure(model, tokenizer, pairs: list[Pair]) -> dict:
     }
 
 
-def default_judge_dir() -> Path:
+#: the judge of the science-style rows: references in digits or words (a harder task: see the README)
+SCIENCE_JUDGE = JudgeSpec(reference_forms=("digits", "words"))
+
+
+def default_judge_dir(spec: JudgeSpec = JudgeSpec()) -> Path:
     from reasonrl.smoke.prepare import default_root
 
-    return default_root().parent / f"tiny_judge-{JudgeSpec().digest()}"
+    return default_root().parent / f"tiny_judge-{spec.digest()}"
 
 
-def ensure_tiny_judge(out: Path | None = None, progress=print) -> tuple[Path, dict]:
+def ensure_tiny_judge(out: Path | None = None, progress=print, spec: JudgeSpec = JudgeSpec()) -> tuple[Path, dict]:
     """The judge folder (built unless it already holds this spec's judge) and its summary."""
-    spec = JudgeSpec()
-    out = Path(out or default_judge_dir())
+    out = Path(out or default_judge_dir(spec))
     summary_file = out / "tiny_judge.json"
     if summary_file.exists() and json.loads(summary_file.read_text()).get("digest") == spec.digest():
         return out, json.loads(summary_file.read_text())

@@ -21,10 +21,9 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
-@pytest.fixture(scope="module")
-def judge():
+def _build(*flags: str):
     done = subprocess.run(
-        [sys.executable, "-m", "reasonrl.cli.main", "bench", "model-rewards", "--judge-only"],
+        [sys.executable, "-m", "reasonrl.cli.main", "bench", "model-rewards", "--judge-only", *flags],
         capture_output=True,
         text=True,
         timeout=1800,
@@ -35,12 +34,32 @@ def judge():
     return folder, json.loads(open(os.path.join(folder, "tiny_judge.json")).read()), line
 
 
+@pytest.fixture(scope="module")
+def judge():
+    return _build()
+
+
+@pytest.fixture(scope="module")
+def science_judge():
+    """The judge of the science-style rows: references in digits or words."""
+    return _build("--science")
+
+
 def test_the_judge_agrees_with_math_verify_on_held_apart_pairs(judge):
     _folder, summary, line = judge
     print(line)
     assert summary["held_apart_pairs"] == 600 and summary["mathverify_readable_pairs"] > 300
     assert summary["agreement_with_mathverify"] >= AGREEMENT
     assert summary["accuracy_on_word_pairs"] >= WORDS
+    assert summary["unparsed_replies"] == 0
+
+
+def test_the_science_judge_reads_worded_references_far_better_than_chance(science_judge):
+    _folder, summary, line = science_judge
+    print(line)
+    # readable: a digit reference (half) and a digit or expression answer (two forms of three): ~200
+    assert summary["held_apart_pairs"] == 600 and summary["mathverify_readable_pairs"] > 150
+    assert summary["agreement_with_mathverify"] >= SCIENCE and summary["accuracy_on_word_pairs"] >= SCIENCE
     assert summary["unparsed_replies"] == 0
 
 
@@ -69,15 +88,19 @@ def test_bench_model_rewards_serves_the_judge_and_the_cache_saves_requests(judge
 #: builds on two fresh machines differ), the bench's accuracy 0.965-0.984 on the first
 AGREEMENT = 0.9
 WORDS = 0.85
+#: the science judge (references in words too) measured 0.847 / 0.842 in its one build: right on 96-98 %
+#: of equal pairs, on 70-78 % of near misses. The bar says "far better than chance (0.5)", not "a good
+#: judge" (3,000 training steps; a longer build did not fit in the session that added it)
+SCIENCE = 0.8
 
 
-def test_nemotron_scores_with_the_judge_on_verls_own_reward_model_server(judge, tmp_path):
+def test_nemotron_scores_with_the_judge_on_verls_own_reward_model_server(science_judge, tmp_path):
     """Two CPU steps of ``nemotron`` with ``+reasonrl/model_rewards=nemotron_judge`` and the preset
     ``cpu_tiny_judge``: verl serves the tiny judge on its own reward-model server (its own pool),
     the verdict reward asks it through the router verl hands the reward function, Math-Verify first.
     Half the rows are science-style: their reference is free-form (written in words), which
     Math-Verify cannot read, so the judge decides them."""
-    folder, _summary, _line = judge
+    folder, _summary, _line = science_judge
     data = tmp_path / "science"
     made = subprocess.run(
         [sys.executable, "-m", "benchmarks.model_rewards.tiny_judge", "--science-data", str(data)],
