@@ -128,6 +128,9 @@ def test_nemotron_scores_with_the_judge_on_verls_own_reward_model_server(science
         counts = {k.removeprefix("model_rewards/"): v for k, v in metrics.items() if k.startswith("model_rewards/")}
         print(f"step {step}: {counts}")
         assert counts["judge_model"] > 0 and counts["judge_rule"] > 0, "the judge answered where Math-Verify said no"
-        assert counts["judge_unparsed"] == counts["judge_timeout"] == counts["judge_error"] == 0
-        judged = counts["judge_rule"] + counts["judge_empty"] + counts["judge_model"] + counts["judge_cache"]
+        assert counts["judge_timeout"] == counts["judge_error"] == 0, "the judge's server answered every request"
+        # a reply without a verdict is counted and scored (unparsed_score), never raised: the tiny judge on
+        # the policy's sampled answers left 0 and 1 of 64 unparsed in two runs
+        assert counts["judge_unparsed"] <= 3, "rarely: at most 5 % of a step's responses"
+        judged = sum(counts[f"judge_{k}"] for k in ("rule", "empty", "model", "cache", "unparsed", "timeout", "error"))
         assert judged == 64, "every response of the step was judged (64 = the preset's batch)"
