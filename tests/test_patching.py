@@ -102,20 +102,30 @@ def test_cpu_spec_decode_expand_repeats_each_request_value_and_replaces():
     assert top_k.tolist() == [5, 5]
 
 
-def test_separate_async_logger_takes_flush_and_still_logs(caplog):
+SEPARATE_ASYNC_LOGGER = r"""
+import importlib, logging, sys
+import verl  # the bridge applies verl-triggered patches (this one waits for the module)
+from reasonrl.patches.verl_separate_async_standalone import MODULE, FlushTolerantLogger
+module = importlib.import_module(MODULE)
+assert isinstance(module.logger, FlushTolerantLogger), type(module.logger)
+try:
+    module.logger.logger.info("unpatched", flush=True)  # verl's own logger, as verl calls it
+    sys.exit("verl's own logger took flush=")
+except TypeError as error:
+    assert "flush" in str(error), error
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s", force=True)
+module.logger.setLevel(logging.INFO)
+module.logger.info("standalone replicas only", flush=True)
+"""
+
+
+def test_separate_async_logger_takes_flush_and_still_logs():
     """verl's separate_async with standalone replicas only logs with flush=True (a TypeError on
-    logging.Logger): the patched module logger drops the keyword and logs the message."""
-    import importlib
-    import logging
+    logging.Logger): the patched module logger drops the keyword and logs the message. In a fresh
+    process: the patch is applied when verl's bridge loads, once per process (in a shared test
+    process another test may have imported the module first, or unpatched it)."""
+    from reasonrl.testing.fresh_process import python_fresh
 
-    import verl  # noqa: F401  the bridge applies verl-triggered patches (this one waits for the module)
-
-    from reasonrl.patches.verl_separate_async_standalone import MODULE, FlushTolerantLogger
-
-    module = importlib.import_module(MODULE)
-    assert isinstance(module.logger, FlushTolerantLogger)
-    with pytest.raises(TypeError, match="flush"):
-        module.logger.logger.info("unpatched", flush=True)  # verl's own logger, as verl calls it
-    with caplog.at_level(logging.INFO, logger=MODULE):
-        module.logger.info("standalone replicas only", flush=True)
-    assert "standalone replicas only" in caplog.text
+    done = python_fresh(SEPARATE_ASYNC_LOGGER)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "standalone replicas only" in done.stdout
