@@ -8,9 +8,6 @@ OpenAI-compatible server (``vllm serve``, the generation engine reasonrl uses) f
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from typing import Callable
 
 from reasonrl.plugins.curation.stage import CurationError, Drop, Row, Stage
@@ -52,35 +49,19 @@ class EasyToHack(Stage):
 
 
 def openai_answerer(url: str, model: str, max_tokens: int = 32, temperature: float = 1.0, timeout_s: float = 120.0):
-    """``answer(prompts, n)`` through an OpenAI-compatible chat endpoint (``{url}/v1/chat/completions``).
-    At temperature 0 the n tries are one greedy answer (servers refuse n > 1 without sampling)."""
+    """``answer(prompts, n)`` through an OpenAI-compatible chat endpoint (``reasonrl.openai_chat``)."""
 
     def answer(prompts: list[str], n: int) -> list[list[str]]:
         from concurrent.futures import ThreadPoolExecutor
 
+        from reasonrl.openai_chat import ModelServerError, chat_samples
+
         def one(prompt: str) -> list[str]:
-            body = {
-                "model": model,
-                "messages": [{"role": "user", "content": prompt}],
-                "n": 1 if temperature == 0 else n,
-                "max_tokens": max_tokens,
-                "temperature": temperature,
-            }
-            request = urllib.request.Request(
-                url.rstrip("/") + "/v1/chat/completions",
-                data=json.dumps(body).encode(),
-                headers={"Content-Type": "application/json"},
-            )
+            messages = [{"role": "user", "content": prompt}]
             try:
-                with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                    choices = json.loads(response.read())["choices"]
-            except urllib.error.HTTPError as error:
-                said = error.read().decode(errors="replace")[:500]
-                raise CurationError(f"easy_to_hack: the model server at {url} refused: {error}: {said}") from error
-            except OSError as error:
-                raise CurationError(f"easy_to_hack: the model server at {url} failed: {error}") from error
-            texts = [choice["message"]["content"] or "" for choice in sorted(choices, key=lambda c: c["index"])]
-            return texts * n if temperature == 0 else texts
+                return chat_samples(url, model, messages, n, temperature, max_tokens, timeout_s=timeout_s)
+            except ModelServerError as error:
+                raise CurationError(f"easy_to_hack: {error}") from error
 
         with ThreadPoolExecutor(max_workers=16) as pool:
             return list(pool.map(one, prompts))

@@ -55,8 +55,9 @@ def recipe_sampling(recipe: str) -> dict:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from reasonrl.openai_chat import ModelServerError
     from reasonrl.plugins.evaluation.eval_sets import FORMATS, BenchmarkError
-    from reasonrl.plugins.evaluation.generate import GenerationError, Sampling
+    from reasonrl.plugins.evaluation.generate import Sampling
     from reasonrl.plugins.evaluation.run import compare, evaluate
 
     if args.action == "compare":
@@ -99,7 +100,7 @@ def _run(args: argparse.Namespace) -> int:
         results = evaluate(
             args.bench, args.out, endpoint, str(args.model or args.model_name), sampling, templates, args.system
         )
-    except (BenchmarkError, GenerationError) as error:
+    except (BenchmarkError, ModelServerError) as error:
         print(f"reasonrl eval run: {error}", file=sys.stderr)
         return 2
     finally:
