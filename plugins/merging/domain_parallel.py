@@ -205,18 +205,17 @@ def check_runs(spec: PipelineSpec) -> None:
         if missing:
             raise ConfigError(f"domain_parallel.general.{key}", f"{missing[0]}: no such file")
     work = Path(spec.workdir)
-    stages = [  # (the spec's key, what, stage folder, data, the stage's own overrides)
-        *(
-            (f"domains.{name}.overrides" if files.get("overrides") else "expert_overrides",
-             "expert runs'" if not files.get("overrides") else f"{name} expert run's",
-             work / "experts" / name, files, expert_extra(spec, name))
-            for name, files in spec.domains.items()
-        ),
-        ("general_overrides", "general run's", work / "general", general_data(spec), general_extra(spec)),
-    ]  # fmt: skip
-    # experts without overrides of their own differ only in data: the first of them stands for all
-    plain = [stage for stage in stages if stage[0] == "expert_overrides"]
-    stages = [stage for stage in stages if stage[0] != "expert_overrides" or stage is plain[0]]
+    first_plain = next((name for name, files in spec.domains.items() if not files.get("overrides")), None)
+    stages = []  # (the spec's key, what, stage folder, data, the stage's own overrides)
+    for name, files in spec.domains.items():
+        if files.get("overrides"):
+            key, what = f"domains.{name}.overrides", f"{name} expert run's"
+        elif name == first_plain:  # experts without overrides of their own differ only in data: one for all
+            key, what = "expert_overrides", "expert runs'"
+        else:
+            continue
+        stages.append((key, what, work / "experts" / name, files, expert_extra(spec, name)))
+    stages.append(("general_overrides", "general run's", work / "general", general_data(spec), general_extra(spec)))
     stages = [stage for stage in stages if not (stage[2] / DONE).exists()]
     if not stages:
         return
