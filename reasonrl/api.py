@@ -3,7 +3,7 @@
 ``from reasonrl.api import <name>`` gives the core's functions (``config_groups``,
 ``validate_config``, ``megatron_layer_spec``, ``functions``) and the techniques' public functions,
 each re-exported explicitly from the built-in plugin that owns it (the product calls the same
-function objects). ``functions()`` lists every plugin's ``reasonrl_api_functions`` by plugin,
+function objects), and the exceptions they raise. ``functions()`` lists every plugin's ``reasonrl_api_functions`` by plugin,
 third-party ones included. Importing this module imports those plugin modules (torch among
 them); the core's own code imports from ``reasonrl.config`` instead.
 """
@@ -16,11 +16,18 @@ from reasonrl.config import config_groups, validate_config
 from reasonrl.manager import call_each
 from reasonrl.plugins.merging.fusion import fuse_task_vectors
 from reasonrl.plugins.puzzle.facades import solve_architecture
-from reasonrl.plugins.rewards.facades import calibrate_difficulty, math_reward, run_code_tests, test_difficulty_reward
+from reasonrl.plugins.rewards.facades import (
+    CodeJudgeError,
+    calibrate_difficulty,
+    math_reward,
+    run_code_tests,
+    test_difficulty_reward,
+)
 from reasonrl.plugins.rollout.seamless import fifo_early_termination
 from reasonrl.plugins.sampling.sampler import build_sampler
 
 __all__ = [
+    "CodeJudgeError",
     "build_sampler",
     "calibrate_difficulty",
     "config_groups",

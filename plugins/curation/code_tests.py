@@ -41,7 +41,7 @@ class CodeTests(Stage):
         }
 
     def process(self, row: Row) -> Row | Drop:
-        from reasonrl.api import run_code_tests
+        from reasonrl.api import CodeJudgeError, run_code_tests
 
         tests, solutions = row.get("tests"), row.get("solutions")
         if not tests:
@@ -50,7 +50,10 @@ class CodeTests(Stage):
         if not solutions:
             raise CurationError(f"row {row['id']}: a code problem needs reference `solutions` to check its tests")
         inputs, outputs = list(tests["inputs"]), list(tests["outputs"])
-        passed = run_code_tests(list(solutions), {"inputs": inputs, "outputs": outputs}, self.language, self.time_s)
+        try:
+            passed = run_code_tests(list(solutions), {"inputs": inputs, "outputs": outputs}, self.language, self.time_s)
+        except CodeJudgeError as error:  # the sandbox failed, not the tests: stop, never drop the row
+            raise CurationError(f"row {row['id']}: {error}") from error
         keep = [t for t in range(len(inputs)) if sum(p[t] for p in passed) >= self.test_pass_fraction * len(passed)]
         if len(keep) < self.min_tests:
             return Drop("tests_rejected", f"{len(inputs) - len(keep)} of {len(inputs)} tests failed by the references")

@@ -57,12 +57,15 @@ def correct(problem: Problem, answer: str, text: str | None = None) -> bool:
 
 def judge_code(problem: Problem, programs: list[str]) -> list[bool]:
     """Every program on the problem's tests in the sandboxed judge: passed all?"""
-    from reasonrl.api import run_code_tests
+    from reasonrl.api import CodeJudgeError, run_code_tests
 
     runnable = [(i, p) for i, p in enumerate(programs) if p.strip()]
     results = [False] * len(programs)
     if runnable:
-        matrix = run_code_tests([p for _, p in runnable], problem.tests)
+        try:
+            matrix = run_code_tests([p for _, p in runnable], problem.tests)
+        except CodeJudgeError as error:  # an infrastructure failure is no wrong answer: stop, named
+            raise RuntimeError(f"problem {problem.id}: {error}") from error
         for (i, _), passed in zip(runnable, matrix):
             results[i] = bool(passed) and all(passed)
     return results

@@ -37,7 +37,9 @@ def run_code_tests(programs, tests, language: str = "python", time_s: float = 2.
     judge reads them) in the sandboxed local judge: a programs × tests matrix of passed booleans.
     The judge's sandboxes stay warm in this process for the next call.
 
-    Raises ``SandboxUnavailable`` when the sandbox cannot start here (never a matrix of failures).
+    Raises ``SandboxUnavailable`` when the sandbox cannot start here, and :class:`CodeJudgeError`
+    when the judge itself failed on a program (a runner that crashed or hung, a test the judge cannot
+    run): an infrastructure failure is never reported as a failed test.
 
     Example: ``run_code_tests(["print(int(input()) * 2)"], {"inputs": ["2"], "outputs": ["4"]})``
     → ``[[True]]``.
@@ -47,7 +49,14 @@ def run_code_tests(programs, tests, language: str = "python", time_s: float = 2.
     problem = Problem("run_code_tests", parse_tests(tests))
     judge = _local_judge(float(time_s))
     results = judge.judge_sync(Submission(problem, code, language, str(i)) for i, code in enumerate(programs))
+    failed = [(i, result.message) for i, result in enumerate(results) if result.judge_error]
+    if failed:
+        raise CodeJudgeError(f"the judge failed on program(s) {[i for i, _ in failed]}: {failed[0][1] or 'no message'}")
     return [result.passed for result in results]
+
+
+class CodeJudgeError(RuntimeError):
+    """The judge, not the program, failed (``judge_error``): no verdict to report."""
 
 
 @functools.cache

@@ -37,3 +37,26 @@ def test_a_problem_is_dropped_when_its_references_fail_its_tests():
 def test_rows_without_tests_pass_through():
     row = {"id": "m", "question": "2+2?", "answer": "4"}
     assert CodeTests().process(row) is row
+
+
+def test_a_judge_failure_stops_the_stage_naming_the_row_never_a_drop(monkeypatch):
+    """The sandbox failing is not the tests failing: a dropped row would be lost for a wrong reason.
+    (The failure is injected: a runner crash cannot be provoked through input/output tests.)"""
+    import pytest
+
+    import reasonrl.api
+    from reasonrl.plugins.curation.stage import CurationError
+
+    def judge_fails(*_args, **_kwargs):
+        raise reasonrl.api.CodeJudgeError("the judge failed on program(s) [0]: runner died")
+
+    monkeypatch.setattr(reasonrl.api, "run_code_tests", judge_fails)
+    row = {
+        "id": "s",
+        "question": "add",
+        "answer": "",
+        "tests": {"inputs": ["1 2"], "outputs": ["3"]},
+        "solutions": [ADD],
+    }
+    with pytest.raises(CurationError, match="row s: the judge failed"):
+        CodeTests().process(row)

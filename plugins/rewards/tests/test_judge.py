@@ -221,3 +221,12 @@ def test_run_code_tests_facade_gives_the_programs_by_tests_matrix():
     programs = ["print(int(input()) * 2)", "print(int(input()) + 2)", "raise SystemExit(1)"]
     assert run_code_tests(programs, tests) == [[True, True], [True, False], [False, False]]
     assert run_code_tests(["def f(x):\n    return x + 1"], ["assert f(1) == 2", "assert f(2) == 2"]) == [[True, False]]
+
+
+def test_run_code_tests_raises_when_the_judge_fails_never_a_failed_test():
+    """A judge_error (here a test the judge cannot run) is not the program's failure: curation would
+    otherwise count a test as failed by its reference solutions and drop it."""
+    from reasonrl.plugins.rewards.facades import CodeJudgeError, run_code_tests
+
+    with pytest.raises(CodeJudgeError, match=r"program\(s\) \[0\]"):
+        run_code_tests(["x = 1"], ["assert ((", "assert x == 1"])
