@@ -205,6 +205,18 @@ def reasonrl_config_resolvers() -> dict[str, Callable[..., Any]]:
     """
 
 
+@hookspec(firstresult=True)
+def reasonrl_sft_trainer(config: DictConfig) -> Callable[[DictConfig], None] | None:
+    """The SFT trainer ``reasonrl sft`` runs for this config when the plugin's knobs need one of its
+    own (e.g. the MTP loss beside verl's SFT loss), or None to leave it to verl's ``run_sft``.
+    Called in each torchrun worker; the first plugin that answers wins.
+
+    :param config: the resolved SFT config (verl's ``sft_trainer_engine`` keys + ``reasonrl``).
+    :returns: ``run(config)``, which initialises the process group, trains and tears it down as
+        verl's ``run_sft`` does.
+    """
+
+
 #: The hooks that take no argument and only declare what a plugin contributes.
 DECLARATION_HOOKS = (
     "reasonrl_plugin_info",

@@ -130,6 +130,19 @@ def reasonrl_check_config(config) -> None:
     check_run(config)
 
 
+@hookimpl
+def reasonrl_sft_trainer(config):
+    """MiMo §2.2: ``reasonrl sft`` with ``reasonrl.mtp.enable`` trains the MTP layers beside the
+    SFT loss (``verl_sft.run``: verl's SFT trainer + the MTP loss on FSDP, verl's own on megatron)."""
+    from reasonrl.plugins.mtp.config import settings_from
+
+    if not settings_from(config).enable:
+        return None
+    from reasonrl.plugins.mtp.verl_sft import run
+
+    return run
+
+
 def _build_training_callback(config):
     from reasonrl.plugins.mtp.verl_rl import build
 

@@ -107,6 +107,35 @@ def write_parquet(problems: list[Problem], split: str, path: Path, recipe: str =
     return path
 
 
+def sft_rows(problems: list[Problem], task_mix: str, eos_token: str) -> list[dict]:
+    """verl SFT rows (``messages``, verl's ``MultiTurnSFTDataset``) of ``problems`` in the RL recipe
+    ``task_mix``'s formats, each answer ending with ``eos_token`` (the smoke chat template adds none,
+    and a model must learn to stop): ``nemotron``/``nemotron_if`` give each problem twice, the
+    reasoning answer under "detailed thinking on" and the bare answer under "off" (Llama-Nemotron's
+    paired on/off responses); ``mimo`` poses every fourth problem as code; others plain."""
+    from reasonrl.smoke.arithmetic import THINKING_TOGGLE
+
+    rows = []
+    for index, problem in enumerate(problems):
+        if task_mix in ("nemotron", "nemotron_if"):
+            for mode, answer in (("on", problem.thinking_answer), ("off", problem.answer)):
+                rows.append(
+                    [
+                        {"role": "system", "content": THINKING_TOGGLE[mode]},
+                        {"role": "user", "content": problem.prompt},
+                        {"role": "assistant", "content": answer + eos_token},
+                    ]
+                )
+            continue
+        prompt, answer = (
+            (problem.code_prompt, problem.code_answer)
+            if is_code_problem(task_mix, index)
+            else (problem.prompt, problem.answer)
+        )
+        rows.append([{"role": "user", "content": prompt}, {"role": "assistant", "content": answer + eos_token}])
+    return [{"messages": messages} for messages in rows]
+
+
 def write_sequences(
     out: Path, tokenizer, recipe: str = "mimo", sizes: tuple[int, int] = (4000, 300)
 ) -> tuple[Path, Path]:

@@ -4,6 +4,7 @@ Layout under ``root`` (default ``$REASONRL_CACHE`` or ``~/.cache/reasonrl``, the
 
     model/   Hugging Face model + tokenizer (+ reasonrl_tiny_model.json summary)
     data/<recipe>/   train.parquet, val.parquet in the recipe's task mix (``reasonrl.smoke.data``)
+    data/<sft recipe>/   sft_train.parquet, sft_val.parquet (``reasonrl sft``'s cpu_tiny preset)
     STAMP    the spec digest and data layout; a different one rebuilds everything
 """
 
@@ -18,11 +19,12 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from reasonrl.smoke.arithmetic import make_problems
-from reasonrl.smoke.data import write_parquet
+from reasonrl.smoke.data import sft_rows, write_parquet
 from reasonrl.smoke.model import PASS_RATES_FILE, TinyModelSpec, build_tiny_model
 
 TRAIN_PROBLEMS = 1024
 VAL_PROBLEMS = 256
+SFT_PROBLEMS, SFT_VAL_PROBLEMS = 512, 64
 #: Recipes whose data sets are written with the model (others: on first use, plain problems).
 RECIPES = ("mimo", "kimi_k15", "longcat", "nemotron")
 DATA_LAYOUT = "per-recipe-v3"  # v2: extra_info.pass_rate on the training rows; v3: extra_info.question
@@ -92,3 +94,38 @@ def ensure(config=None) -> None:
     recipe = str(OmegaConf.select(config, "reasonrl.recipe.name") or "") if config is not None else ""
     if recipe and not (root / "data" / recipe / "train.parquet").exists():
         write_recipe_data(root, recipe)
+
+
+def sft_problems(spec: TinyModelSpec = TinyModelSpec()):
+    """The SFT stage's train and validation problems: disjoint from the RL and validation
+    problems (the RL run and the evaluation after SFT see problems SFT did not)."""
+    train, val = split_problems(spec)
+    taken = set(train) | set(val)
+    every = make_problems((spec.max_operand + 1) ** 2, seed=spec.seed + 2, max_operand=spec.max_operand)
+    rest = [p for p in every if p not in taken]
+    return rest[:SFT_PROBLEMS], rest[SFT_PROBLEMS : SFT_PROBLEMS + SFT_VAL_PROBLEMS]
+
+
+def write_sft_data(root: Path, recipe: str, task_mix: str, spec: TinyModelSpec = TinyModelSpec()) -> Path:
+    """``data/<recipe>/sft_{train,val}.parquet``: the SFT recipe's rows in its RL recipe's task mix."""
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    eos = AutoTokenizer.from_pretrained(Path(root) / "model").eos_token
+    folder = Path(root) / "data" / recipe
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, problems in zip(("sft_train", "sft_val"), sft_problems(spec)):
+        partial = folder / f".{name}.{os.getpid()}.partial"
+        pd.DataFrame(sft_rows(problems, task_mix, eos)).to_parquet(partial)
+        partial.rename(folder / f"{name}.parquet")  # whole or absent: launches may share the cache
+    return folder
+
+
+def ensure_sft(config) -> None:
+    """The SFT cpu_tiny preset's prepare step: the assets, and the SFT recipe's data set in the task
+    mix of the RL recipe it starts (``reasonrl.recipe.rl_recipe``)."""
+    root = prepare()
+    recipe = str(OmegaConf.select(config, "reasonrl.recipe.name"))
+    task_mix = str(OmegaConf.select(config, "reasonrl.recipe.rl_recipe") or "")
+    if not (root / "data" / recipe / "sft_train.parquet").exists():
+        write_sft_data(root, recipe, task_mix)
