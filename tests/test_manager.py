@@ -95,5 +95,6 @@ def test_declaration_hooks_list_every_argument_free_hook():
         "reasonrl_check_inputs",
         "reasonrl_prepare_rows",
         "reasonrl_request_transforms",
+        "reasonrl_sft_trainer",
     }
     assert set(hookspecs.DECLARATION_HOOKS) == every_hook - with_arguments

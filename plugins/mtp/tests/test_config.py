@@ -105,3 +105,15 @@ def test_training_mtp_on_megatron_needs_neither_fsdp_piece(tmp_path):
     config.actor_rollout_ref.actor.strategy = "fsdp"
     with pytest.raises(ConfigError, match="trainer_mode.*training the MTP layers on an FSDP actor"):
         check_run(config)
+
+
+def test_reasonrl_sft_runs_the_mtp_trainer_only_when_mtp_is_on():
+    """``reasonrl sft`` asks the plugins for a trainer (hook reasonrl_sft_trainer): MTP's for
+    ``reasonrl.mtp.enable``, none otherwise (verl's run_sft)."""
+    from reasonrl.manager import get_plugin_manager
+    from reasonrl.plugins.mtp import verl_sft
+
+    hook = get_plugin_manager().hook.reasonrl_sft_trainer
+    assert hook(config=OmegaConf.create({"reasonrl": {"mtp": {"enable": True}}})) is verl_sft.run
+    assert hook(config=OmegaConf.create({"reasonrl": {}})) is None
+    assert hook(config=OmegaConf.create({"reasonrl": {"mtp": {"enable": False}}})) is None
