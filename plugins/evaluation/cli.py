@@ -40,18 +40,36 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     compare.add_argument("--plot", type=Path)
 
 
+REPORTS = Path(__file__).with_name("reports.yaml")
+
+
+def report_settings() -> dict:
+    """``reports.yaml``: each report's evaluation beyond its RL recipe's validation sampling."""
+    import yaml
+
+    return yaml.safe_load(REPORTS.read_text())
+
+
 def recipe_sampling(recipe: str) -> dict:
-    """The recipe's validation sampling (its values and sources: docs/report_values.yaml)."""
+    """The recipe's validation sampling (its values and sources: docs/report_values.yaml), with the
+    report's evaluation length where ``reports.yaml`` gives one (``mimo_0530``: MiMo's recipe at
+    MiMo-7B-RL-0530's 48K); else the recipe's maximum response length."""
     from reasonrl.composition import compose_config
 
-    config = compose_config([f"recipe={recipe}"])
+    report = report_settings().get(recipe, {})
+    config = compose_config([f"recipe={report.get('recipe', recipe)}"])
     rollout = config.actor_rollout_ref.rollout.val_kwargs
     return {
         "n": int(rollout.n),
         "temperature": float(rollout.temperature) if rollout.do_sample else 0.0,
         "top_p": float(rollout.top_p),
-        "max_tokens": int(config.data.max_response_length),
+        "max_tokens": int(report["max_tokens"]["value"] if "max_tokens" in report else config.data.max_response_length),
     }
+
+
+def samples_per_benchmark(recipe: str | None) -> dict[str, int]:
+    """``{name part: n}``: the report's samples for benchmarks whose file name holds the part."""
+    return dict(report_settings().get(recipe, {}).get("n_by_benchmark", {}).get("value", {})) if recipe else {}
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -72,6 +90,7 @@ def _run(args: argparse.Namespace) -> int:
         if getattr(args, key) is not None:
             values[key] = getattr(args, key)
     sampling = Sampling(**values, seed=args.seed)
+    n_by_benchmark = {} if args.n is not None else samples_per_benchmark(args.recipe)  # --n wins
     templates = {}
     for item in args.template:
         kind, sep, text = item.partition("=")
@@ -98,7 +117,14 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         results = evaluate(
-            args.bench, args.out, endpoint, str(args.model or args.model_name), sampling, templates, args.system
+            args.bench,
+            args.out,
+            endpoint,
+            str(args.model or args.model_name),
+            sampling,
+            templates,
+            args.system,
+            n_by_benchmark=n_by_benchmark,
         )
     except (BenchmarkError, ModelServerError) as error:
         print(f"reasonrl eval run: {error}", file=sys.stderr)

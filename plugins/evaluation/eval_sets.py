@@ -55,9 +55,20 @@ def _rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def split_spec(spec: str) -> tuple[str, str]:
+    """``FILE[:FORMAT]`` → (file, format or "")."""
+    path_text, _, kind = spec.rpartition(":") if spec.rsplit(":", 1)[-1] in FORMATS else (spec, "", "")
+    return path_text, kind
+
+
+def benchmark_name(spec: str) -> str:
+    """The benchmark's name: its file's stem."""
+    return Path(split_spec(spec)[0]).stem
+
+
 def load(spec: str) -> tuple[str, list[Problem]]:
     """``FILE[:FORMAT]`` → (benchmark name: the file's stem, problems)."""
-    path_text, _, kind = spec.rpartition(":") if spec.rsplit(":", 1)[-1] in FORMATS else (spec, "", "")
+    path_text, kind = split_spec(spec)
     path = Path(path_text)
     if not path.is_file():
         raise BenchmarkError(f"--bench {spec}: no such file")

@@ -11,7 +11,7 @@ resumes (the same command). Metrics are computed from that file alone.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from reasonrl.plugins.evaluation.eval_sets import TEMPLATES, Problem, load
@@ -85,15 +85,34 @@ def summarize_file(path: Path, problems: list[Problem]) -> dict:
     return summarize(per_problem)
 
 
+def samples_for(name: str, sampling: Sampling, n_by_benchmark: dict[str, int]) -> Sampling:
+    """The sampling of benchmark ``name``: a report's own n where a key of ``n_by_benchmark`` is in
+    the name (lower case, without "-" and "_"; the longest key wins), else ``sampling``'s."""
+    plain = name.lower().replace("-", "").replace("_", "")
+    keys = sorted((k for k in n_by_benchmark if k in plain), key=len, reverse=True)
+    return replace(sampling, n=int(n_by_benchmark[keys[0]])) if keys else sampling
+
+
 def evaluate(
-    specs: list[str], out: Path, endpoint, model: str, sampling: Sampling, templates=None, system="", progress=print
+    specs: list[str],
+    out: Path,
+    endpoint,
+    model: str,
+    sampling: Sampling,
+    templates=None,
+    system="",
+    progress=print,
+    n_by_benchmark: dict[str, int] | None = None,
 ) -> dict:
     """Every benchmark of ``specs``; ``endpoint()`` → (url, served name), asked when generating."""
+    from reasonrl.plugins.evaluation.eval_sets import benchmark_name
+
     out.mkdir(parents=True, exist_ok=True)
     templates = {**TEMPLATES, **(templates or {})}
     results = {"model": model, "sampling": asdict(sampling), "system": system, "benchmarks": {}}
     for spec in specs:
-        name, metrics = evaluate_benchmark(spec, out, endpoint, sampling, templates, system, progress)
+        own = samples_for(benchmark_name(spec), sampling, n_by_benchmark or {})
+        name, metrics = evaluate_benchmark(spec, out, endpoint, own, templates, system, progress)
         results["benchmarks"][name] = metrics
     (out / "results.json").write_text(json.dumps(results, indent=2))
     (out / "results.md").write_text(table({out.name: results}))

@@ -90,5 +90,28 @@ def test_majority_ignores_empty_answers_and_breaks_ties_by_first_given():
 def test_the_recipes_validation_sampling_is_what_eval_uses():
     from reasonrl.plugins.evaluation.cli import recipe_sampling
 
-    assert recipe_sampling("mimo") == {"n": 8, "temperature": 0.6, "top_p": 0.95, "max_tokens": 30720}
+    # MiMo §3.5.1's generation length (32,768), not the RL recipe's response budget (30,720)
+    assert recipe_sampling("mimo") == {"n": 8, "temperature": 0.6, "top_p": 0.95, "max_tokens": 32768}
+    assert recipe_sampling("mimo_0530") == {**recipe_sampling("mimo"), "max_tokens": 47104}  # §3.6: 48K
     assert recipe_sampling("longcat")["n"] == 32 and recipe_sampling("longcat")["temperature"] == 1.0
+
+
+def test_each_report_evaluates_its_benchmarks_with_its_own_samples():
+    from reasonrl.plugins.evaluation.cli import report_settings, samples_per_benchmark
+    from reasonrl.plugins.evaluation.generate import Sampling
+    from reasonrl.plugins.evaluation.run import samples_for
+
+    base = Sampling(n=8)
+    longcat = samples_per_benchmark("longcat")
+    names = ("aime_2024", "HMMT-feb25", "MATH-500", "BeyondAIME", "gpqa_diamond", "livecodebench_v6", "mine")
+    got = {name: samples_for(name, base, longcat).n for name in names}
+    assert got == {"aime_2024": 32, "HMMT-feb25": 32, "MATH-500": 1, "BeyondAIME": 10, "gpqa_diamond": 16,
+                   "livecodebench_v6": 4, "mine": 8}  # fmt: skip
+    assert samples_for("aime24", base, samples_per_benchmark("mimo")).n == 32
+    assert samples_per_benchmark(None) == {} and samples_per_benchmark("kimi_k15") == {}
+    for report, settings in report_settings().items():
+        for key, entry in settings.items():
+            if key == "recipe":
+                continue
+            assert entry["basis"] in ("report", "reading", "assumption"), (report, key)
+            assert entry["basis"] == "assumption" or "§" in entry["source"], (report, key)
