@@ -69,18 +69,34 @@ def test_sft_recipe_passes_verls_validation(recipe, preset):
 
 
 def test_a_bad_sft_config_is_named_before_anything_starts(tmp_path):
-    def refused(*args):
-        done = subprocess.run(
-            [sys.executable, "-m", "reasonrl.cli.main", "sft", *args], capture_output=True, text=True, timeout=300
-        )
-        assert done.returncode == 2, done.stderr[-2000:]
-        return done.stderr.strip().splitlines()[-1]
+    from reasonrl.errors import UserError
+    from reasonrl.sft import check_sft_config
 
-    assert "model.path" in refused("recipe=nemotron_sft")
-    assert "checkpoint.save_contents" in refused("recipe=mimo_sft", "checkpoint.save_contents=[model]")
-    assert "optim: verl refuses it" in refused("recipe=mimo_sft", "optim.lr_scheduler_type=weird")
+    def refused(*overrides):
+        with pytest.raises(UserError) as error:
+            check_sft_config(compose_sft_config(list(overrides)))
+        return str(error.value)
+
+    assert refused("recipe=nemotron_sft").startswith("model.path:")
+    assert refused("recipe=mimo_sft", "checkpoint.save_contents=[model]").startswith("checkpoint.save_contents:")
+    assert refused("recipe=mimo_sft", "optim.lr_scheduler_type=weird").startswith("optim: verl refuses it")
     missing = refused("recipe=mimo_sft", "+preset=cpu_tiny", f"data.train_files={tmp_path}/none.parquet")
-    assert "data.train_files" in missing and "none.parquet" in missing
+    assert missing.startswith("data.train_files:") and "none.parquet" in missing
+    # the command: one line, exit 2, nothing written
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reasonrl.cli.main",
+            "sft",
+            "recipe=mimo_sfx",
+            f"trainer.default_local_dir={tmp_path}/x",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2 and "Could not find 'recipe/mimo_sfx'" in done.stderr, done.stderr[-2000:]
     assert not any(tmp_path.iterdir())
 
 

@@ -7,7 +7,15 @@ import os
 import sys
 
 from reasonrl import __version__, plotting
-from reasonrl.cli import bench_command, plan_command, plugins_command, sft_command, smoke_command, train
+from reasonrl.cli import (
+    bench_command,
+    pipeline_command,
+    plan_command,
+    plugins_command,
+    sft_command,
+    smoke_command,
+    train,
+)
 from reasonrl.contracts import CliCommand
 from reasonrl.errors import DEBUG_ENV, USER_ERROR_EXIT, UserError, debug_enabled, user_error_line
 from reasonrl.manager import call_each
@@ -17,6 +25,7 @@ def builtin_commands() -> list[CliCommand]:
     return [
         train.COMMAND,
         sft_command.COMMAND,
+        pipeline_command.COMMAND,
         plugins_command.COMMAND,
         smoke_command.COMMAND,
         plotting.COMMAND,
