@@ -261,6 +261,24 @@ CASES: list[Case] = [
         lambda d: _puzzle(d, "toy_steps: 1\nmenu: {attention: [parent, {kv_heads: 3}], ffn: [1.0]}\n"),
     ),
     Case("long2short-no-model", "`long2short sample --model` a folder that does not exist", _long2short_sample),
+    # reasonrl sft, pipeline
+    Case("sft-recipe-unknown", "`recipe=mimo_sfx`", lambda d: ["sft", "recipe=mimo_sfx"]),
+    Case("sft-no-base-model", "`recipe=nemotron_sft` without `model.path`", lambda d: ["sft", "recipe=nemotron_sft"]),
+    Case(
+        "sft-no-hf-model",
+        "`checkpoint.save_contents=[model]` (no Hugging Face model for RL)",
+        lambda d: ["sft", "recipe=mimo_sft", "checkpoint.save_contents=[model]"],
+    ),
+    Case(
+        "sft-data-missing",
+        "`data.train_files` a file that does not exist",
+        lambda d: ["sft", "recipe=mimo_sft", "+preset=cpu_tiny", f"data.train_files={d / 'none.parquet'}"],
+    ),
+    Case(
+        "pipeline-recipe",
+        "`pipeline recipe=nemotron --demo DIR`",
+        lambda d: ["pipeline", "recipe=nemotron", "--demo", "demo"],
+    ),
     # reasonrl mtp, smoke, plot
     Case(
         "mtp-attach-missing",
