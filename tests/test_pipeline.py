@@ -1,6 +1,6 @@
 """``reasonrl pipeline``'s bookkeeping: a finished stage is skipped, an unfinished one reruns, a
 folder keeps one pipeline's settings, the demo's recipes. (End to end: the opt-in
-integration_tests/pipeline.)"""
+integration_tests/test_pipeline_demo.py.)"""
 
 from __future__ import annotations
 

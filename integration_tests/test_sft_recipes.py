@@ -3,7 +3,7 @@ docs/report_values.yaml states them, each under a comment saying its basis), the
 validation, and each one's CPU SFT run (the cpu_tiny preset: the smoke model on the smoke task,
 two steps under torchrun on verl's FSDP2 engine) trains the model and leaves the Hugging Face
 model the RL recipe starts from. That the RL recipe runs from it: the pipeline demo
-(integration_tests/pipeline)."""
+(integration_tests/test_pipeline_demo.py)."""
 
 from __future__ import annotations
 
