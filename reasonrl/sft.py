@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -148,6 +147,7 @@ def hf_output(folder: Path) -> Path | None:
 
 def run_sft(config: Any) -> Path:
     """Check, launch the workers, and return the Hugging Face model the run ends with."""
+    from reasonrl.child_process import run_through_ctrl_c
     from reasonrl.cli.train import run_prepare_step
 
     run_prepare_step(config)
@@ -158,9 +158,9 @@ def run_sft(config: Any) -> Path:
         env["VERL_PLATFORM"] = "cpu"
     command = torchrun_command(config, config_path)
     print(f"reasonrl sft: {' '.join(command)}", file=sys.stderr, flush=True)
-    done = subprocess.run(command, env=env)
-    if done.returncode != 0:
-        raise SystemExit(done.returncode)
+    code = run_through_ctrl_c(command, None, env=env)  # Ctrl-C: torchrun stops its workers, then we do
+    if code != 0:
+        raise SystemExit(code)
     folder = run_folder(config)
     model = hf_output(folder)
     if model is None:
