@@ -39,6 +39,7 @@ def mimo_and_data(tmp_path_factory):
         for p in make_problems(64, seed=3, max_operand=99)
     ]
     pd.DataFrame(rows).to_parquet(root / "train.parquet")
+    pd.DataFrame(rows[:16]).to_parquet(root / "val.parquet")
     return root
 
 
@@ -73,15 +74,23 @@ def run_sft(root: Path, name: str, *overrides: str) -> tuple[list[dict], Path]:
     )
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-4000:]
-    steps = [
-        dict((key, float(value)) for key, value in re.findall(r"([\w/()]+):([-\d.e]+)", line))
-        for line in re.findall(r"step:\d+ - .*", log)
-    ]
-    return steps, out
+    steps: dict[int, dict] = {}  # a step's training line and its validation line, merged
+    for step, line in re.findall(r"step:(\d+) - (.*)", log):
+        steps.setdefault(int(step), {}).update(
+            (key, float(value)) for key, value in re.findall(r"([\w/()]+):([-\d.e]+)", line)
+        )
+    return [steps[step] for step in sorted(steps)], out
 
 
 def test_sft_with_mtp_on_fsdp_trains_the_mtp_layers_with_the_schedule(mimo_and_data):
-    padded, out = run_sft(mimo_and_data, "padded", "model.use_remove_padding=false")
+    # with validation: its no-grad forwards compute no MTP losses; verl's SFT loss alone is its val/loss
+    padded, out = run_sft(
+        mimo_and_data,
+        "padded",
+        "model.use_remove_padding=false",
+        f"data.val_files={mimo_and_data / 'val.parquet'}",
+        f"trainer.test_freq={STEPS}",
+    )
     packed, _ = run_sft(mimo_and_data, "packed", "model.use_remove_padding=true")
     for name, steps in (("padded", padded), ("packed", packed)):
         print(
@@ -95,6 +104,7 @@ def test_sft_with_mtp_on_fsdp_trains_the_mtp_layers_with_the_schedule(mimo_and_d
             ],
         )
     assert len(padded) == len(packed) == STEPS
+    assert "val/loss" in padded[-1], padded[-1]
     assert [step["mtp_losses/weight"] for step in padded] == [0.3, 0.3, 0.1]  # λ: 0.3, then 0.1 once 2 steps are done
     # the same objective whether verl pads or packs the batch: equal at step 1 (the same weights);
     # later steps train from updates that differ by float reduction order, which Adam's first

@@ -52,6 +52,8 @@ class MTPSFTLoss:
         from verl.workers.utils.losses import sft_loss
 
         main_loss, metrics = sft_loss(config, model_output, data, dp_group)
+        if not torch.is_grad_enabled():  # validation: no-grad forwards compute no MTP losses (verl_engine)
+            return main_loss, metrics
         flat_mask = data["loss_mask"].values().bool()
         weight = self.schedule.at(self.step)
         depth_terms = []
