@@ -32,18 +32,20 @@ SETTINGS_FILE = "pipeline.json"
 #: RL recipe -> its SFT recipe; the demo's data is plain math (no reasoning toggle per row, which
 #: the nemotron recipe's rows need), so mimo and longcat
 DEMO_RECIPES = {"mimo": "mimo_sft", "longcat": "longcat_sft"}
-#: data stages left out in the demo: a served model for the easy-to-hack filter (none in these configs)
+#: the benchmark: the first validation problems (in no SFT or RL rows; the 4 planted in the source
+#: are what decontamination must drop)
 BENCH_PROBLEMS = 64
 
 
 def demo_inputs(folder: Path) -> dict:
     """The demo's source and benchmark, from the smoke task: every RL problem with its sampled pass
     rate, plus rows the curation must drop, each kind counted (the card shows where they went)."""
+    from reasonrl.smoke.model import PASS_RATES_FILE
     from reasonrl.smoke.prepare import TinyModelSpec, prepare, split_problems
 
     root = prepare()
     train, val = split_problems(TinyModelSpec())
-    rates = json.loads((root / "model" / "reasonrl_pass_rates.json").read_text())
+    rates = json.loads((root / "model" / PASS_RATES_FILE).read_text())
     bench = val[:BENCH_PROBLEMS]
     rows = [{"question": p.prompt, "answer": p.answer, "pass_rate": float(r)} for p, r in zip(train, rates)]
     planted = {

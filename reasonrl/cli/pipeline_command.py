@@ -25,7 +25,7 @@ def _run(args: argparse.Namespace) -> int:
     key, sep, recipe = args.recipe.partition("=")
     if key != "recipe" or not sep:
         raise UserError("recipe", f"expected recipe=NAME, got {args.recipe!r}")
-    missing = {"data": "curation", "eval": "evaluation"}.keys() - build_parser()[1].keys()
+    missing = {"data", "eval"} - build_parser()[1].keys()
     if missing:
         raise UserError(
             "plugins", f"the pipeline runs `reasonrl {' / '.join(sorted(missing))}`, which no loaded plugin offers"
