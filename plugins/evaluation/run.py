@@ -14,7 +14,7 @@ import json
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from reasonrl.plugins.evaluation.eval_sets import TEMPLATES, Problem, load
+from reasonrl.plugins.evaluation.eval_sets import TEMPLATES, Problem, benchmark_name, load
 from reasonrl.plugins.evaluation.generate import Sampling, generate
 from reasonrl.plugins.evaluation.metrics import majority, summarize
 from reasonrl.plugins.evaluation.scoring import correct, final_answer, judge_code
@@ -89,8 +89,8 @@ def samples_for(name: str, sampling: Sampling, n_by_benchmark: dict[str, int]) -
     """The sampling of benchmark ``name``: a report's own n where a key of ``n_by_benchmark`` is in
     the name (lower case, without "-" and "_"; the longest key wins), else ``sampling``'s."""
     plain = name.lower().replace("-", "").replace("_", "")
-    keys = sorted((k for k in n_by_benchmark if k in plain), key=len, reverse=True)
-    return replace(sampling, n=int(n_by_benchmark[keys[0]])) if keys else sampling
+    key = max((k for k in n_by_benchmark if k in plain), key=len, default=None)
+    return replace(sampling, n=int(n_by_benchmark[key])) if key else sampling
 
 
 def evaluate(
@@ -105,8 +105,6 @@ def evaluate(
     n_by_benchmark: dict[str, int] | None = None,
 ) -> dict:
     """Every benchmark of ``specs``; ``endpoint()`` → (url, served name), asked when generating."""
-    from reasonrl.plugins.evaluation.eval_sets import benchmark_name
-
     out.mkdir(parents=True, exist_ok=True)
     templates = {**TEMPLATES, **(templates or {})}
     results = {"model": model, "sampling": asdict(sampling), "system": system, "benchmarks": {}}
