@@ -113,7 +113,7 @@ def sft_rows(problems: list[Problem], task_mix: str, eos_token: str) -> list[dic
     and a model must learn to stop): ``nemotron``/``nemotron_if`` give each problem twice, the
     reasoning answer under "detailed thinking on" and the bare answer under "off" (Llama-Nemotron's
     paired on/off responses); ``mimo`` poses every fourth problem as code; others plain."""
-    from reasonrl.smoke.arithmetic import THINKING_TOGGLE
+    from reasonrl.smoke.arithmetic import THINKING_TOGGLE, formatted
 
     rows = []
     for index, problem in enumerate(problems):
@@ -127,11 +127,7 @@ def sft_rows(problems: list[Problem], task_mix: str, eos_token: str) -> list[dic
                     ]
                 )
             continue
-        prompt, answer = (
-            (problem.code_prompt, problem.code_answer)
-            if is_code_problem(task_mix, index)
-            else (problem.prompt, problem.answer)
-        )
+        prompt, answer = formatted(problem, "code" if is_code_problem(task_mix, index) else "plain")
         rows.append([{"role": "user", "content": prompt}, {"role": "assistant", "content": answer + eos_token}])
     return [{"messages": messages} for messages in rows]
 
